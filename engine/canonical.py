@@ -1,0 +1,178 @@
+"""Canonical JSON and hashing, byte-identical to Cournot's rules.
+
+Rules (see docs/determinism.md and the Cournot reference, section 2):
+
+* keys sorted by Unicode code point, separators ``,`` and ``:``, raw UTF-8 (``ensure_ascii=False``);
+* ``None`` values are dropped from dicts at every depth but kept inside lists;
+* floats use Python ``repr`` (shortest round trip, ``95000.0`` keeps its ``.0``), ints stay ints;
+* NaN and +/-Infinity are rejected with the JSON path of the offending value;
+* datetimes become UTC ``%Y-%m-%dT%H:%M:%SZ`` (``.%fZ`` with microseconds);
+* pydantic models dump with ``mode="json", exclude_none=True`` and are then canonicalised again;
+* bytes become lowercase hex without ``0x``; tuples become lists.
+
+Deliberate divergence from Cournot: where Cournot falls back to ``str(value)`` for any other
+type (so a ``set`` hashes differently per ``PYTHONHASHSEED``), this module raises
+:class:`CanonicalizationError`. Every value Cournot hashes deterministically hashes identically here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
+
+__all__ = [
+    "CanonicalizationError",
+    "canonical_bytes",
+    "canonicalize_value",
+    "dumps_canonical",
+    "format_datetime_canonical",
+    "from_hex",
+    "hash_canonical",
+    "hash_concat",
+    "sha256",
+    "to_hex",
+]
+
+
+class CanonicalizationError(ValueError):
+    """A value cannot be put into canonical form; ``path`` says where (``$.items[2].value``)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(f"{message} at {path}")
+        self.reason = message
+        self.path = path
+
+
+def format_datetime_canonical(value: datetime) -> str:
+    """Format a datetime as UTC with a ``Z`` suffix; naive values are taken to be UTC."""
+    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if utc.microsecond:
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _child(path: str, key: object) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    text = str(key)
+    if text.isidentifier():
+        return f"{path}.{text}"
+    return f"{path}[{json.dumps(text, ensure_ascii=False)}]"
+
+
+def canonicalize_value(value: Any, path: str = "$") -> Any:
+    """Return a plain JSON-ready value following the canonical rules, or raise with the path."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CanonicalizationError(f"non-finite float {value!r} is not allowed", path)
+        return value
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            if not isinstance(key, (str, int)) or isinstance(key, bool):
+                raise CanonicalizationError(f"dict key {key!r} must be str or int", path)
+            out[key] = canonicalize_value(item, _child(path, key))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [canonicalize_value(item, _child(path, index)) for index, item in enumerate(value)]
+    if isinstance(value, BaseModel):
+        dumped = _dump_model(value, path)
+        return canonicalize_value(dumped, path)
+    if isinstance(value, datetime):
+        return format_datetime_canonical(value)
+    if isinstance(value, Enum):
+        return canonicalize_value(value.value, path)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    raise CanonicalizationError(
+        f"type {type(value).__name__} has no canonical form (sets and arbitrary objects are "
+        "rejected because their text depends on hash seed or identity)",
+        path,
+    )
+
+
+def _dump_model(model: BaseModel, path: str) -> Any:
+    _reject_non_finite_fields(model, path)
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _reject_non_finite_fields(value: Any, path: str) -> None:
+    """Pydantic's JSON mode turns NaN into null; find such floats first so they fail loudly."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CanonicalizationError(f"non-finite float {value!r} is not allowed", path)
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            _reject_non_finite_fields(getattr(value, name), _child(path, name))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _reject_non_finite_fields(item, _child(path, key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _reject_non_finite_fields(item, _child(path, index))
+
+
+def dumps_canonical(value: Any) -> str:
+    """Serialise ``value`` as canonical JSON text."""
+    plain = canonicalize_value(value)
+    try:
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except TypeError as exc:  # mixed int and str keys cannot be sorted
+        raise CanonicalizationError(f"cannot sort keys: {exc}", "$") from exc
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Canonical JSON encoded as UTF-8; lone surrogates raise :class:`CanonicalizationError`."""
+    text = dumps_canonical(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalizationError("string holds a lone surrogate, not valid UTF-8", "$") from exc
+
+
+def sha256(data: bytes) -> bytes:
+    """Raw SHA-256 digest."""
+    return hashlib.sha256(data).digest()
+
+
+def hash_canonical(value: Any) -> bytes:
+    """SHA-256 of the canonical UTF-8 bytes of ``value`` (32 raw bytes)."""
+    return hashlib.sha256(canonical_bytes(value)).digest()
+
+
+def hash_concat(left: bytes, right: bytes) -> bytes:
+    """``sha256(left || right)`` as Cournot's Merkle parent."""
+    return hashlib.sha256(left + right).digest()
+
+
+def to_hex(digest: bytes) -> str:
+    """``0x`` + lowercase hex."""
+    return "0x" + bytes(digest).hex()
+
+
+def from_hex(text: str) -> bytes:
+    """Parse ``0x``-prefixed hex (upper or lower case digits); ``0X`` and odd lengths are errors."""
+    if not isinstance(text, str) or not text.startswith("0x"):
+        raise ValueError(f"hex string must start with '0x': {text!r}")
+    digits = text[2:]
+    if len(digits) % 2:
+        raise ValueError(f"hex string has an odd number of digits: {text!r}")
+    if not _HEX_DIGITS.fullmatch(digits):
+        raise ValueError(f"not a hex string: {text!r}")
+    return bytes.fromhex(digits)

@@ -108,24 +108,14 @@ def canonicalize_value(value: Any, path: str = "$") -> Any:
 
 
 def _dump_model(model: BaseModel, path: str) -> Any:
-    _reject_non_finite_fields(model, path)
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """Dump a model as Cournot does (``exclude_none``); python mode keeps floats so NaN fails here.
 
-
-def _reject_non_finite_fields(value: Any, path: str) -> None:
-    """Pydantic's JSON mode turns NaN into null; find such floats first so they fail loudly."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise CanonicalizationError(f"non-finite float {value!r} is not allowed", path)
-    elif isinstance(value, BaseModel):
-        for name in type(value).model_fields:
-            _reject_non_finite_fields(getattr(value, name), _child(path, name))
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _reject_non_finite_fields(item, _child(path, key))
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _reject_non_finite_fields(item, _child(path, index))
+    For the field types used by the wire models (str, int, float, bool, UTC datetimes, lists, dicts
+    and JSON values) python-mode output canonicalises to the same bytes as Cournot's JSON-mode dump:
+    UTC datetimes become ``...Z`` through :func:`format_datetime_canonical` exactly as pydantic
+    renders them.
+    """
+    return model.model_dump(mode="python", by_alias=True, exclude_none=True)
 
 
 def dumps_canonical(value: Any) -> str:

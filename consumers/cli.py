@@ -1,0 +1,23 @@
+"""Console entry point: the ledger commands plus the Kafka-facing ones."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from ledger.cli import main as ledger_main
+
+CONSUMER_COMMAND_MODULES: tuple[str, ...] = (
+    # one module per command group; each defines register(subparsers)
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ledger`` command line."""
+    extra = [import_module(name).register for name in CONSUMER_COMMAND_MODULES]
+    return ledger_main(argv, extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Hash commitments over artifacts: step hashes and the Cournot-compatible PoR roots.
+
+* ``step_hash``        = ``0x`` + sha256(canonical(step without ``hash_commitment``))
+* ``prompt_spec_hash`` = ``0x`` + sha256(canonical(prompt_spec))
+* ``evidence_root``    = Cournot Merkle root over ``hash_canonical(item)`` for the bundle's items
+* ``reasoning_root``   = Cournot Merkle root over the step hashes, in step order
+* ``verdict_hash``     = ``0x`` + sha256(canonical(verdict))
+* ``por_root``         = Cournot Merkle root over the four values above
+
+Every Merkle root is reported with its leaf count, because Cournot's duplicate-last padding makes
+``[a, b, c]`` and ``[a, b, c, c]`` share a root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.canonical import from_hex, hash_canonical, to_hex
+from engine.merkle.cournot import compute_por_root, cournot_root
+from engine.schemas import (
+    DeterministicVerdict,
+    EvidenceBundle,
+    PoRRoots,
+    PromptSpec,
+    ReasoningStep,
+    ReasoningTrace,
+)
+
+__all__ = [
+    "compute_roots",
+    "evidence_leaf_hashes",
+    "evidence_root",
+    "por_root",
+    "prompt_spec_hash",
+    "reasoning_leaf_hashes",
+    "reasoning_root",
+    "step_hash",
+    "verdict_hash",
+]
+
+
+def step_hash(step: ReasoningStep) -> str:
+    """Hash of a step as committed: ``hash_commitment`` is never part of the preimage."""
+    if step.hash_commitment is not None:
+        step = step.model_copy(update={"hash_commitment": None})
+    return to_hex(hash_canonical(step))
+
+
+def prompt_spec_hash(prompt_spec: PromptSpec) -> str:
+    """Hash of the whole PromptSpec (``created_at`` included when set, as Cournot's PoR does)."""
+    return to_hex(hash_canonical(prompt_spec))
+
+
+def evidence_leaf_hashes(bundle: EvidenceBundle) -> list[bytes]:
+    """One leaf per evidence item, in bundle order."""
+    return [hash_canonical(item) for item in bundle.items]
+
+
+def evidence_root(bundle: EvidenceBundle) -> tuple[str, int]:
+    """``(root, leaf_count)`` over the bundle's items."""
+    leaves = evidence_leaf_hashes(bundle)
+    return to_hex(cournot_root(leaves)), len(leaves)
+
+
+def reasoning_leaf_hashes(steps: Sequence[ReasoningStep]) -> list[bytes]:
+    """One leaf per step: the raw bytes of its step hash."""
+    return [from_hex(step_hash(step)) for step in steps]
+
+
+def reasoning_root(trace: ReasoningTrace) -> tuple[str, int]:
+    """``(root, leaf_count)`` over the trace's steps."""
+    leaves = reasoning_leaf_hashes(trace.steps)
+    return to_hex(cournot_root(leaves)), len(leaves)
+
+
+def verdict_hash(verdict: DeterministicVerdict) -> str:
+    """Hash of the whole verdict, metadata included."""
+    return to_hex(hash_canonical(verdict))
+
+
+def por_root(prompt_hash: str, evidence: str, reasoning: str, verdict: str) -> str:
+    """Cournot's PoR root over the four commitments."""
+    return to_hex(
+        compute_por_root(from_hex(prompt_hash), from_hex(evidence), from_hex(reasoning), from_hex(verdict))
+    )
+
+
+def compute_roots(
+    prompt_spec: PromptSpec,
+    bundle: EvidenceBundle,
+    trace: ReasoningTrace,
+    verdict: DeterministicVerdict,
+) -> PoRRoots:
+    """All five PoR commitments with leaf counts."""
+    prompt_hash = prompt_spec_hash(prompt_spec)
+    ev_root, ev_count = evidence_root(bundle)
+    rs_root, rs_count = reasoning_root(trace)
+    v_hash = verdict_hash(verdict)
+    return PoRRoots(
+        prompt_spec_hash=prompt_hash,
+        evidence_root=ev_root,
+        evidence_leaf_count=ev_count,
+        reasoning_root=rs_root,
+        reasoning_leaf_count=rs_count,
+        verdict_hash=v_hash,
+        por_root=por_root(prompt_hash, ev_root, rs_root, v_hash),
+    )

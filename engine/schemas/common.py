@@ -1,0 +1,26 @@
+"""Shared pieces of the wire models: strict base config and UTC-normalised datetimes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+SCHEMA_VERSION = "v1"
+
+
+class StrictModel(BaseModel):
+    """Base of every Cournot wire model: unknown keys are rejected, as in Cournot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _to_utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("timestamp has no time zone; send UTC with a 'Z' suffix or an explicit offset")
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
+"""A datetime that must carry a time zone and is normalised to UTC (serialised with ``Z``)."""

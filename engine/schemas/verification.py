@@ -1,0 +1,56 @@
+"""Verification results (Cournot ``core/schemas/verification.py``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from engine.schemas.common import StrictModel
+from engine.schemas.errors import CournotError
+
+ChallengeKind = Literal["evidence_leaf", "reasoning_leaf", "verdict_hash", "por_bundle", "provenance_tier"]
+
+
+class CheckResult(StrictModel):
+    """One named check: whether it passed, how severe a failure is, and structured details."""
+
+    check_id: str = Field(min_length=1)
+    ok: bool
+    severity: Literal["info", "warn", "error"]
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def passed(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
+        """A passing check (severity info)."""
+        return cls(check_id=check_id, ok=True, severity="info", message=message, details=details or {})
+
+    @classmethod
+    def warning(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
+        """A passing check that deserves attention (severity warn)."""
+        return cls(check_id=check_id, ok=True, severity="warn", message=message, details=details or {})
+
+    @classmethod
+    def failed(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
+        """A failing check (severity error)."""
+        return cls(check_id=check_id, ok=False, severity="error", message=message, details=details or {})
+
+
+class ChallengeRef(StrictModel):
+    """Points a challenger at the leaf or hash that failed."""
+
+    kind: ChallengeKind
+    leaf_index: int | None = None
+    evidence_id: str | None = None
+    step_id: str | None = None
+    reason: str | None = None
+
+
+class VerificationResult(StrictModel):
+    """The outcome of a set of checks, with an optional challenge and error."""
+
+    ok: bool
+    checks: list[CheckResult] = Field(default_factory=list)
+    challenge: ChallengeRef | None = None
+    error: CournotError | None = None

@@ -1,0 +1,35 @@
+"""Runtime configuration from ``LEDGER_*`` environment variables (design §7)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class LedgerSettings(BaseSettings):
+    """Every setting has an embedded default, so one command works on a bare machine.
+
+    An empty ``database_url`` means "start the embedded PostgreSQL"; an empty ``kafka_bootstrap``
+    means "start the embedded broker"; an empty ``redis_url`` means "in-process LRU cache only".
+    """
+
+    model_config = SettingsConfigDict(env_prefix="LEDGER_", extra="ignore")
+
+    database_url: str = ""
+    kafka_bootstrap: str = ""
+    topic: str = "evidence-bundles"
+    dlq_topic: str = "evidence-bundles.dlq"
+    group_id: str = "ledger-consumers"
+    redis_url: str = ""
+    signing_key: Path | None = None
+    state_dir: Path = Path(".ledger")
+    max_message_bytes: int = 1_048_576
+    metrics_port: int = 0
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> LedgerSettings:
+    """Settings read once from the environment."""
+    return LedgerSettings()

@@ -95,9 +95,7 @@ def loads_strict(data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> An
             _locate_in_text(text)
         raise
     except json.JSONDecodeError as exc:
-        raise StrictJSONError(
-            "invalid_json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from exc
+        raise StrictJSONError("invalid_json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
     except RecursionError as exc:
         raise StrictJSONError("too_deep", "nesting too deep to decode") from exc
     return value

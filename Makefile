@@ -1,0 +1,39 @@
+# Two entry points for a bare machine with Python 3.11+: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit install clean bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[embedded,test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job on embedded defaults.
+run: $(STAMP)
+	$(BIN)/ledger demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check engine ledger consumers tests bench migrations
+	$(BIN)/ruff format --check engine ledger consumers tests bench migrations
+
+typecheck: $(STAMP)
+	$(BIN)/mypy engine ledger consumers
+
+## The whole test suite: lint, types, unit, integration and end-to-end tests.
+test: lint typecheck
+	$(BIN)/pytest -q -p no:cacheprovider --durations=15
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .ledger .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,104 @@
+"""docker-compose.yml and the Dockerfile are validated structurally (no container engine runs here)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, Any] = COMPOSE["services"]
+
+
+def ledger_commands() -> set[str]:
+    from consumers.cli import CONSUMER_COMMAND_MODULES
+    from ledger.cli import build_parser
+
+    parser = build_parser(
+        [__import__(name, fromlist=["register"]).register for name in CONSUMER_COMMAND_MODULES]
+    )
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(actions[0].choices)
+
+
+def test_stack_has_every_service() -> None:
+    assert {"kafka", "postgres", "redis", "migrate", "consumer"} <= set(SERVICES)
+    assert "zookeeper" not in SERVICES
+
+
+def test_kafka_runs_kraft_single_node() -> None:
+    env = SERVICES["kafka"]["environment"]
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    node_id = env["KAFKA_NODE_ID"]
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{node_id}@kafka:")
+    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == 1
+
+
+@pytest.mark.parametrize("name", ["kafka", "postgres", "redis", "consumer"])
+def test_long_running_services_have_healthchecks(name: str) -> None:
+    check = SERVICES[name]["healthcheck"]
+    assert check["test"][0] in {"CMD", "CMD-SHELL"}
+    assert int(check["retries"]) >= 3
+
+
+def test_named_volumes_are_declared_and_used() -> None:
+    declared = set(COMPOSE["volumes"])
+    used = {
+        volume.split(":")[0]
+        for service in SERVICES.values()
+        for volume in service.get("volumes", [])
+        if not volume.startswith((".", "/"))
+    }
+    assert used and used <= declared
+
+
+def test_host_ports_do_not_collide() -> None:
+    host_ports = [port.split(":")[0] for service in SERVICES.values() for port in service.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports))
+
+
+def test_consumer_environment_points_at_the_stack() -> None:
+    env = SERVICES["consumer"]["environment"]
+    database = urlparse(env["LEDGER_DATABASE_URL"].replace("postgresql+psycopg", "postgresql"))
+    pg_env = SERVICES["postgres"]["environment"]
+    assert database.hostname == "postgres"
+    assert (database.username, database.password) == (pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"])
+    assert database.path.lstrip("/") == pg_env["POSTGRES_DB"]
+    bootstrap_host, bootstrap_port = env["LEDGER_KAFKA_BOOTSTRAP"].split(":")
+    assert (
+        f"PLAINTEXT://{bootstrap_host}:{bootstrap_port}"
+        in SERVICES["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    )
+    assert urlparse(env["LEDGER_REDIS_URL"]).hostname == "redis"
+    assert SERVICES["migrate"]["environment"] == env
+
+
+def test_consumer_waits_for_migration_and_healthy_dependencies() -> None:
+    depends = SERVICES["consumer"]["depends_on"]
+    assert depends["migrate"]["condition"] == "service_completed_successfully"
+    assert depends["kafka"]["condition"] == "service_healthy"
+    assert SERVICES["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
+    commands = ledger_commands()
+    for name in ("migrate", "consumer"):
+        assert SERVICES[name]["command"][0] in commands
+    assert SERVICES["consumer"]["healthcheck"]["test"][1:2] == ["health"]
+    assert "health" in commands
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    cmd = re.search(r'^CMD \["(\w+)"', dockerfile, re.MULTILINE)
+    assert cmd and cmd.group(1) in commands
+
+
+def test_dockerfile_copies_every_package_and_migration() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for path in ("engine", "ledger", "consumers", "migrations", "alembic.ini", "pyproject.toml"):
+        assert re.search(rf"^COPY .*\b{re.escape(path)}\b", dockerfile, re.MULTILINE), path
+        assert (ROOT / path).exists(), path

@@ -1,0 +1,288 @@
+"""The versioned envelope carried on the ``evidence-bundles`` topic, and its strict decoder.
+
+A record's value is UTF-8 JSON::
+
+    {"schema_id": "cournot-ledger/evidence-envelope", "schema_version": 1,
+     "event_id": "optional producer id", "prompt_spec": {...}, "evidence_bundle": {...},
+     "options": {"verify_reasoning": false}}
+
+and its key is the market id. :func:`decode_envelope` turns raw bytes into a validated
+:class:`DecodedEnvelope` or raises :class:`EnvelopeError` with a reason code (:class:`Reason`),
+a message and a JSON path. The published JSON Schema (``schemas/envelope-v1.schema.json``) is
+generated from :class:`EnvelopeV1` by :func:`envelope_json_schema`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from engine.canonical import CanonicalizationError, hash_canonical, to_hex
+from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
+from engine.schemas import EvidenceBundle, PromptSpec, StrictModel
+
+__all__ = [
+    "ENVELOPE_SCHEMA_ID",
+    "ENVELOPE_SCHEMA_VERSION",
+    "SUPPORTED_VERSIONS",
+    "DecodedEnvelope",
+    "EnvelopeError",
+    "EnvelopeOptions",
+    "EnvelopeV1",
+    "Reason",
+    "decode_envelope",
+    "envelope_json_schema",
+    "idempotency_key",
+    "inputs_hash",
+    "render_json_schema",
+    "wrap_inputs",
+]
+
+ENVELOPE_SCHEMA_ID = "cournot-ledger/evidence-envelope"
+ENVELOPE_SCHEMA_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({ENVELOPE_SCHEMA_VERSION})
+SCHEMA_URL = "https://cournot.dev/schemas/ledger/envelope-v1.schema.json"
+
+
+class Reason(StrEnum):
+    """Why a record was refused; the value is the ``ledger.dlq.reason`` header and the ledger code."""
+
+    OVERSIZE = "oversize"
+    EMPTY = "empty_value"
+    INVALID_UTF8 = "invalid_utf8"
+    INVALID_JSON = "invalid_json"
+    NON_FINITE_NUMBER = "non_finite_number"
+    DUPLICATE_KEY = "duplicate_key"
+    TOO_DEEP = "too_deep"
+    NOT_AN_OBJECT = "not_an_object"
+    UNKNOWN_SCHEMA = "unknown_envelope_schema"
+    UNKNOWN_VERSION = "unknown_envelope_version"
+    SCHEMA_VIOLATION = "schema_violation"
+    NAIVE_TIMESTAMP = "naive_timestamp"
+    DUPLICATE_EVIDENCE_ID = "duplicate_evidence_id"
+    MARKET_MISMATCH = "market_mismatch"
+    UNKNOWN_REQUIREMENT = "unknown_requirement"
+    NOT_CANONICAL = "not_canonicalizable"
+    AUDIT_FAILED = "audit_failed"
+
+
+_STRICT_JSON_REASONS = {
+    "invalid_utf8": Reason.INVALID_UTF8,
+    "invalid_json": Reason.INVALID_JSON,
+    "non_finite_number": Reason.NON_FINITE_NUMBER,
+    "duplicate_key": Reason.DUPLICATE_KEY,
+    "too_deep": Reason.TOO_DEEP,
+}
+
+
+class EnvelopeError(ValueError):
+    """A record that cannot be decoded or validated: ``reason``, ``message`` and JSON ``path``."""
+
+    def __init__(self, reason: Reason, message: str, path: str = "$") -> None:
+        super().__init__(f"{reason.value}: {message} at {path}")
+        self.reason = reason
+        self.message = message
+        self.path = path
+
+
+class EnvelopeOptions(StrictModel):
+    """Processing requests that do not change what is audited."""
+
+    verify_reasoning: bool = Field(
+        default=False,
+        description="Also queue the trace for LLM cross-validation by the ReasoningVerifier stage.",
+    )
+
+
+class EnvelopeV1(StrictModel):
+    """Version 1 of the evidence-bundle envelope (unknown fields are rejected)."""
+
+    schema_id: Literal["cournot-ledger/evidence-envelope"] = Field(
+        description="Identifies this envelope format."
+    )
+    schema_version: Literal[1] = Field(description="Envelope format version; consumers refuse others.")
+    event_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Producer's unique event id; when set it is the ledger idempotency key, "
+        "otherwise the SHA-256 of the canonical prompt_spec and evidence_bundle is.",
+    )
+    prompt_spec: PromptSpec
+    evidence_bundle: EvidenceBundle
+    options: EnvelopeOptions = Field(default_factory=EnvelopeOptions)
+
+
+@dataclass(frozen=True)
+class DecodedEnvelope:
+    """A validated envelope plus the values the consumer needs from it."""
+
+    envelope: EnvelopeV1
+    idempotency_key: str
+    inputs_hash: str
+
+    @property
+    def market_id(self) -> str:
+        """The prompt spec's market id (equal to the bundle's, checked at decode)."""
+        return self.envelope.prompt_spec.market.market_id
+
+
+def wrap_inputs(
+    prompt_spec: Any, evidence_bundle: Any, *, event_id: str | None = None, verify_reasoning: bool = False
+) -> dict[str, Any]:
+    """A v1 envelope document around raw ``prompt_spec`` and ``evidence_bundle`` JSON values."""
+    document: dict[str, Any] = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": ENVELOPE_SCHEMA_VERSION}
+    if event_id is not None:
+        document["event_id"] = event_id
+    document["prompt_spec"] = prompt_spec
+    document["evidence_bundle"] = evidence_bundle
+    document["options"] = {"verify_reasoning": verify_reasoning}
+    return document
+
+
+def inputs_hash(envelope: EnvelopeV1) -> str:
+    """``0x`` + SHA-256 of the canonical ``{"prompt_spec", "evidence_bundle"}`` pair."""
+    pair = {"prompt_spec": envelope.prompt_spec, "evidence_bundle": envelope.evidence_bundle}
+    return to_hex(hash_canonical(pair))
+
+
+def idempotency_key(envelope: EnvelopeV1, digest: str | None = None) -> str:
+    """``event:<event_id>`` when the producer gave one, else ``inputs:<inputs hash>``."""
+    if envelope.event_id is not None:
+        return f"event:{envelope.event_id}"
+    return f"inputs:{digest or inputs_hash(envelope)}"
+
+
+def json_path(location: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a JSON path: ``("items", 2, "id")`` -> ``$.items[2].id``."""
+    path = "$"
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.isidentifier():
+            path += f".{part}"
+        else:
+            path += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return path
+
+
+def _from_validation_error(exc: ValidationError) -> EnvelopeError:
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    path = json_path(tuple(first["loc"]))
+    message = first["msg"]
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    if first["type"] == "value_error" and "has no time zone" in first["msg"]:
+        return EnvelopeError(Reason.NAIVE_TIMESTAMP, message, path)
+    return EnvelopeError(Reason.SCHEMA_VIOLATION, message, path)
+
+
+def _check_version(document: Any) -> None:
+    if not isinstance(document, dict):
+        raise EnvelopeError(
+            Reason.NOT_AN_OBJECT, f"envelope must be a JSON object, got {type(document).__name__}"
+        )
+    schema_id = document.get("schema_id")
+    if schema_id != ENVELOPE_SCHEMA_ID:
+        raise EnvelopeError(
+            Reason.UNKNOWN_SCHEMA,
+            f"schema_id must be {ENVELOPE_SCHEMA_ID!r}, got {schema_id!r}",
+            "$.schema_id",
+        )
+    version = document.get("schema_version")
+    if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
+        supported = ", ".join(str(v) for v in sorted(SUPPORTED_VERSIONS))
+        raise EnvelopeError(
+            Reason.UNKNOWN_VERSION,
+            f"envelope schema_version {version!r} is not supported (supported: {supported})",
+            "$.schema_version",
+        )
+
+
+def check_consistency(envelope: EnvelopeV1) -> None:
+    """Cross-field rules the JSON Schema cannot express: market ids, evidence ids, requirement ids."""
+    spec, bundle = envelope.prompt_spec, envelope.evidence_bundle
+    if bundle.market_id != spec.market.market_id:
+        raise EnvelopeError(
+            Reason.MARKET_MISMATCH,
+            f"evidence_bundle.market_id {bundle.market_id!r} differs from prompt_spec.market.market_id "
+            f"{spec.market.market_id!r}",
+            "$.evidence_bundle.market_id",
+        )
+    seen: set[str] = set()
+    requirement_ids = {requirement.requirement_id for requirement in spec.data_requirements}
+    for index, item in enumerate(bundle.items):
+        if item.evidence_id in seen:
+            raise EnvelopeError(
+                Reason.DUPLICATE_EVIDENCE_ID,
+                f"evidence_id {item.evidence_id!r} occurs more than once",
+                f"$.evidence_bundle.items[{index}].evidence_id",
+            )
+        seen.add(item.evidence_id)
+        if item.requirement_id not in requirement_ids:
+            raise EnvelopeError(
+                Reason.UNKNOWN_REQUIREMENT,
+                f"requirement_id {item.requirement_id!r} is not a data requirement of the prompt spec",
+                f"$.evidence_bundle.items[{index}].requirement_id",
+            )
+
+
+def decode_envelope(
+    raw: bytes | None, *, max_bytes: int = 1_048_576, max_depth: int = DEFAULT_MAX_DEPTH
+) -> DecodedEnvelope:
+    """Decode and validate one record value; raise :class:`EnvelopeError` saying why not."""
+    if not raw:
+        raise EnvelopeError(Reason.EMPTY, "record value is empty (tombstone or missing)")
+    if len(raw) > max_bytes:
+        raise EnvelopeError(Reason.OVERSIZE, f"record value is {len(raw)} bytes, the limit is {max_bytes}")
+    try:
+        document = loads_strict(raw, max_depth=max_depth)
+    except StrictJSONError as exc:
+        raise EnvelopeError(
+            _STRICT_JSON_REASONS.get(exc.code, Reason.INVALID_JSON), exc.message, exc.path
+        ) from exc
+    _check_version(document)
+    try:
+        envelope = EnvelopeV1.model_validate(document)
+    except ValidationError as exc:
+        raise _from_validation_error(exc) from exc
+    check_consistency(envelope)
+    try:
+        digest = inputs_hash(envelope)
+    except CanonicalizationError as exc:
+        raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
+    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest)
+
+
+def envelope_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :class:`EnvelopeV1`, as published in ``schemas/``."""
+    schema = EnvelopeV1.model_json_schema(mode="validation")
+    header = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_URL,
+        "title": "Cournot ledger evidence envelope, version 1",
+        "description": (
+            "Value of a record on the evidence-bundles topic (key: the market id). Consumers also "
+            "refuse: values over the size limit, invalid UTF-8, NaN/Infinity, duplicate object keys, "
+            "nesting deeper than 64, timestamps without a time zone, duplicate evidence ids, "
+            "evidence_bundle.market_id different from prompt_spec.market.market_id, and evidence "
+            "whose requirement_id is not one of prompt_spec.data_requirements."
+        ),
+    }
+    schema.pop("title", None)
+    schema.pop("description", None)
+    return header | schema
+
+
+def render_json_schema() -> str:
+    """The published schema file's exact text (sorted keys, two-space indent, final newline)."""
+    return json.dumps(envelope_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":  # python -m consumers.envelope > schemas/envelope-v1.schema.json
+    print(render_json_schema(), end="")

@@ -1,0 +1,332 @@
+"""The append transaction: prepare drafts outside the lock, then write a whole batch under it.
+
+Everything that does not depend on the global position (canonical text, payload hashes, the
+per-submission chain) is computed by :func:`prepare` before the transaction. Inside it,
+:func:`write_batch` takes ``pg_advisory_xact_lock(APPEND_LOCK_KEY)``, reads what is already stored
+for the batch's idempotency keys, assigns ``global_seq = max + 1 ...`` to the new entries, COPYs
+the rows, records conflicts, advances the consumer offsets (forward only) and NOTIFYs. Because
+appends are serialised and each one sees every earlier commit, the committed entries always form
+a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never skips one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import Cursor, sql
+
+from engine.canonical import CanonicalizationError, dumps_canonical
+from ledger.connect import APPEND_LOCK_KEY
+from ledger.errors import InvalidDraftError, StaleOffsetError
+from ledger.hashing import chain_hashes, payload_hash, step_hash, submission_header, submission_id_for
+from ledger.records import AppendResult, ConflictRecord, OffsetAdvance, StoredEntry, SubmissionDraft
+
+NOTIFY_CHANNEL = "ledger_entries"
+
+_SUBMISSION_COLUMNS = (
+    "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
+    "received_at, kafka_topic, kafka_partition, kafka_offset, host"
+)
+_ENTRY_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
+    "engine_version"
+)
+_STEP_COLUMNS = (
+    "submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step"
+)
+
+
+@dataclass(frozen=True)
+class PreparedEntry:
+    """An entry with its canonical text and chain hashes; only ``global_seq`` is still missing."""
+
+    stream_seq: int
+    kind: str
+    payload_canonical: str
+    payload_hash: str
+    prev_hash: str
+    entry_hash: str
+
+
+@dataclass(frozen=True)
+class PreparedSubmission:
+    """A draft turned into rows (minus global positions)."""
+
+    draft: SubmissionDraft
+    submission_id: str
+    header: dict[str, Any]
+    input_hashes_canonical: str
+    entries: tuple[PreparedEntry, ...]
+    step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
+
+    def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
+        """The entries as they are stored when the first gets ``first_seq``."""
+        version = self.draft.engine_version
+        return tuple(
+            StoredEntry(
+                first_seq + i,
+                self.submission_id,
+                e.stream_seq,
+                e.kind,
+                e.payload_hash,
+                e.prev_hash,
+                e.entry_hash,
+                version,
+            )
+            for i, e in enumerate(self.entries)
+        )
+
+
+def _canonical(value: Any, where: str) -> str:
+    try:
+        return dumps_canonical(value)
+    except CanonicalizationError as exc:
+        raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
+
+
+def prepare(draft: SubmissionDraft) -> PreparedSubmission:
+    """Canonicalise and hash one draft; raises :class:`InvalidDraftError` on bad content."""
+    header = submission_header(
+        idempotency_key=draft.idempotency_key,
+        market_id=draft.market_id,
+        bundle_id=draft.bundle_id,
+        input_hashes=draft.input_hashes,
+        status=draft.status,
+    )
+    try:
+        submission_id = submission_id_for(header)
+    except CanonicalizationError as exc:
+        raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
+    texts = [_canonical(entry.payload, f"entries[{i}].payload") for i, entry in enumerate(draft.entries)]
+    hashes = [payload_hash(text) for text in texts]
+    links = [(entry.kind, h, draft.engine_version) for entry, h in zip(draft.entries, hashes, strict=True)]
+    chain = chain_hashes(submission_id, links)
+    entries = tuple(
+        PreparedEntry(seq, entry.kind, text, h, prev, current)
+        for entry, text, h, (seq, prev, current) in zip(draft.entries, texts, hashes, chain, strict=True)
+    )
+    positions = [i for i, entry in enumerate(draft.entries) if entry.kind == "trace.step"]
+    step_rows: list[tuple[Any, ...]] = []
+    for position, step in zip(positions, draft.steps, strict=True):
+        if step_hash(step.canonical_step) != step.step_hash:
+            raise InvalidDraftError(
+                "step_hash is not sha256 of canonical_step", field_path=f"steps[{step.step_index}].step_hash"
+            )
+        row = (
+            position,
+            step.step_index,
+            step.step_id,
+            step.step_type,
+            list(step.evidence_ids),
+            step.step_hash,
+            step.canonical_step,
+        )
+        step_rows.append(row)
+    return PreparedSubmission(
+        draft=draft,
+        submission_id=submission_id,
+        header=header,
+        input_hashes_canonical=_canonical(draft.input_hashes, "input_hashes"),
+        entries=entries,
+        step_rows=tuple(step_rows),
+    )
+
+
+@dataclass
+class _Stored:
+    submission_id: str
+    input_hashes_canonical: str
+    entries: tuple[StoredEntry, ...]
+
+
+def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
+    cur.execute(
+        "SELECT idempotency_key, submission_id, input_hashes_canonical FROM ledger_store.submissions "
+        "WHERE idempotency_key = ANY(%s)",
+        (keys,),
+    )
+    heads = {key: (submission_id, canonical) for key, submission_id, canonical in cur.fetchall()}
+    if not heads:
+        return {}
+    cur.execute(
+        "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version "
+        "FROM ledger_store.entries WHERE submission_id = ANY(%s) ORDER BY submission_id, stream_seq",
+        ([submission_id for submission_id, _ in heads.values()],),
+    )
+    by_submission: dict[str, list[StoredEntry]] = {}
+    for row in cur.fetchall():
+        by_submission.setdefault(row[1], []).append(StoredEntry(*row))
+    return {
+        key: _Stored(submission_id, canonical, tuple(by_submission.get(submission_id, ())))
+        for key, (submission_id, canonical) in heads.items()
+    }
+
+
+def _conflict_reason(offer: PreparedSubmission, stored: _Stored) -> str | None:
+    """None when the offer is the stored submission again; else why it conflicts."""
+    if offer.submission_id != stored.submission_id:
+        if offer.input_hashes_canonical != stored.input_hashes_canonical:
+            return "input_hashes_differ"
+        return "header_differs"
+    offered = [entry.entry_hash for entry in offer.entries]
+    if [entry.entry_hash for entry in stored.entries[: len(offered)]] != offered:
+        return "entries_differ"
+    return None
+
+
+def _operational(draft: SubmissionDraft) -> tuple[Any, ...]:
+    info = draft.operational
+    if info is None:
+        return (None, None, None, None, None)
+    return (info.received_at, info.topic, info.partition, info.offset, info.host)
+
+
+def _record_conflict(
+    cur: Cursor[Any], offer: PreparedSubmission, stored: _Stored, reason: str
+) -> ConflictRecord:
+    offered_entries = [
+        {"kind": e.kind, "payload_hash": e.payload_hash, "entry_hash": e.entry_hash} for e in offer.entries
+    ]
+    cur.execute(
+        "INSERT INTO ledger_store.idempotency_conflicts (idempotency_key, submission_id, reason, "
+        "offered_submission_id, offered_header, offered_entries, offered_engine_version, received_at, "
+        "kafka_topic, kafka_partition, kafka_offset, host) "
+        "VALUES (%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s, %s) RETURNING conflict_id",
+        (
+            offer.draft.idempotency_key,
+            stored.submission_id,
+            reason,
+            offer.submission_id,
+            dumps_canonical(offer.header),
+            dumps_canonical(offered_entries),
+            offer.draft.engine_version,
+            *_operational(offer.draft),
+        ),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return ConflictRecord(
+        int(row[0]), offer.draft.idempotency_key, reason, stored.submission_id, offer.submission_id
+    )
+
+
+def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
+    with cur.copy(f"COPY ledger_store.submissions ({_SUBMISSION_COLUMNS}) FROM STDIN") as copy:
+        for offer, _ in new:
+            draft = offer.draft
+            copy.write_row(
+                (
+                    offer.submission_id,
+                    draft.idempotency_key,
+                    draft.market_id,
+                    draft.bundle_id,
+                    draft.status,
+                    offer.input_hashes_canonical,
+                    draft.engine_version,
+                    *_operational(draft),
+                )
+            )
+    with cur.copy(f"COPY ledger_store.entries ({_ENTRY_COLUMNS}) FROM STDIN") as copy:
+        for offer, first_seq in new:
+            version = offer.draft.engine_version
+            for i, e in enumerate(offer.entries):
+                copy.write_row(
+                    (
+                        first_seq + i,
+                        offer.submission_id,
+                        e.stream_seq,
+                        e.kind,
+                        e.payload_canonical,
+                        e.payload_hash,
+                        e.prev_hash,
+                        e.entry_hash,
+                        version,
+                    )
+                )
+    if any(offer.step_rows for offer, _ in new):
+        with cur.copy(f"COPY ledger_store.trace_steps ({_STEP_COLUMNS}) FROM STDIN") as copy:
+            for offer, first_seq in new:
+                for position, *rest in offer.step_rows:
+                    copy.write_row((offer.submission_id, rest[0], first_seq + position, *rest[1:]))
+
+
+def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:
+    for advance in offsets:
+        cur.execute(
+            "INSERT INTO ledger_store.consumer_offsets AS o (consumer_group, topic, kafka_partition, next_offset) "
+            "VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (consumer_group, topic, kafka_partition) DO UPDATE "
+            "SET next_offset = EXCLUDED.next_offset, updated_at = now() WHERE o.next_offset <= %s "
+            "RETURNING o.next_offset",
+            (advance.group, advance.topic, advance.partition, advance.next_offset, advance.from_offset),
+        )
+        if cur.fetchone() is None:
+            cur.execute(
+                "SELECT next_offset FROM ledger_store.consumer_offsets "
+                "WHERE consumer_group = %s AND topic = %s AND kafka_partition = %s",
+                (advance.group, advance.topic, advance.partition),
+            )
+            stored = cur.fetchone()
+            raise StaleOffsetError(
+                f"stored next_offset {stored[0] if stored else '?'} is past this batch's from_offset "
+                f"{advance.from_offset}: another consumer owns {advance.topic}[{advance.partition}] now; "
+                "the batch was rolled back",
+                group=advance.group,
+                topic=advance.topic,
+                partition=advance.partition,
+                from_offset=advance.from_offset,
+            )
+
+
+def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_timeout: str) -> None:
+    """Session settings for this transaction, then the global append lock."""
+    cur.execute(
+        "SELECT set_config('lock_timeout', %s, true), set_config('idle_in_transaction_session_timeout', %s, true)",
+        (lock_timeout, idle_timeout),
+    )
+    if role:
+        cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK_KEY,))
+
+
+def write_batch(
+    cur: Cursor[Any], prepared: Sequence[PreparedSubmission], offsets: Sequence[OffsetAdvance]
+) -> list[AppendResult]:
+    """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
+    keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
+    stored = _load_stored(cur, keys)
+    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    row = cur.fetchone()
+    next_seq = int(row[0]) + 1 if row else 1
+    new: list[tuple[PreparedSubmission, int]] = []
+    pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
+    results: list[AppendResult | None] = []
+    for index, offer in enumerate(prepared):
+        key = offer.draft.idempotency_key
+        found = stored.get(key)
+        if found is None:
+            entries = offer.stored_entries(next_seq)
+            new.append((offer, next_seq))
+            next_seq += len(offer.entries)
+            stored[key] = _Stored(offer.submission_id, offer.input_hashes_canonical, entries)
+            results.append(AppendResult(key, offer.submission_id, "created", entries))
+            continue
+        reason = _conflict_reason(offer, found)
+        if reason is None:
+            results.append(AppendResult(key, found.submission_id, "existing", found.entries))
+        else:
+            pending.append((index, offer, found, reason))
+            results.append(None)
+    if new:
+        _copy_new(cur, new)
+    for index, offer, found, reason in pending:
+        conflict = _record_conflict(cur, offer, found, reason)
+        results[index] = AppendResult(
+            offer.draft.idempotency_key, found.submission_id, "conflict", found.entries, conflict
+        )
+    _advance_offsets(cur, offsets)
+    if new:
+        cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(next_seq - 1)))
+    return [result for result in results if result is not None]

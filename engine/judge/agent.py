@@ -1,0 +1,101 @@
+"""JudgeAgent: runs the Module 07 rules and builds the DeterministicVerdict.
+
+Unlike Cournot's judge, the verdict's ``prompt_spec_hash``, ``evidence_root`` and ``reasoning_root``
+are the real PoR commitments from :mod:`engine.commitments`, ``selected_leaf_refs`` is in first-seen
+order, and ``metadata`` holds only values derived from the inputs (no clock, no set iteration), so
+``verdict_hash`` and ``por_root`` are identical in every process.
+
+``metadata`` keys: ``engine_version``, ``trace_id``, ``bundle_id``, ``step_count``,
+``evidence_leaf_count``, ``reasoning_leaf_count``, ``evaluation_step_id`` (when found),
+``market_type``, ``strict_mode``, ``trace_policy``, ``confidence_policy`` (effective values),
+``confidence_factors`` (``conflict`` / ``fallback`` as applied) and ``rule_trail``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.commitments import evidence_root, prompt_spec_hash, reasoning_root
+from engine.judge.rules import INVALID, Decision, map_to_verdict
+from engine.judge.schema_lock import SchemaLock
+from engine.schemas import (
+    DeterministicVerdict,
+    EvidenceBundle,
+    PromptSpec,
+    ReasoningTrace,
+    VerificationResult,
+)
+from engine.version import ENGINE_VERSION
+
+__all__ = ["JudgeAgent", "selected_leaf_refs"]
+
+
+def selected_leaf_refs(decision: Decision, trace: ReasoningTrace) -> list[str]:
+    """Evidence ids behind the verdict, de-duplicated in first-seen order (never set order).
+
+    ``source_summary`` when the variables were readable, else every step's ``evidence_ids``.
+    """
+    if decision.variables is not None:
+        ids: list[str] = list(decision.variables.source_summary)
+    else:
+        ids = [evidence_id for step in trace.steps for evidence_id in step.evidence_ids]
+    return list(dict.fromkeys(ids))
+
+
+def _metadata(
+    prompt_spec: PromptSpec,
+    evidence: EvidenceBundle,
+    trace: ReasoningTrace,
+    decision: Decision,
+    leaf_counts: tuple[int, int],
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "bundle_id": evidence.bundle_id,
+        "confidence_factors": list(decision.confidence_factors),
+        "confidence_policy": decision.policy.as_dict(),
+        "engine_version": ENGINE_VERSION,
+        "evidence_leaf_count": leaf_counts[0],
+        "market_type": prompt_spec.market.market_type,
+        "reasoning_leaf_count": leaf_counts[1],
+        "rule_trail": [dict(entry) for entry in decision.rule_trail],
+        "step_count": len(trace.steps),
+        "strict_mode": prompt_spec.extra.get("strict_mode") is True,
+        "trace_id": trace.trace_id,
+        "trace_policy": trace.policy.model_dump(mode="json", exclude_none=True),
+    }
+    if decision.source is not None:
+        metadata["evaluation_step_id"] = decision.source.step_id
+    return metadata
+
+
+class JudgeAgent:
+    """Deterministic judge: same (prompt spec, evidence, trace) → byte-identical verdict."""
+
+    role = "judge"
+
+    def judge(
+        self, prompt_spec: PromptSpec, evidence: EvidenceBundle, trace: ReasoningTrace
+    ) -> tuple[DeterministicVerdict, VerificationResult]:
+        """Decide the market and return the verdict with the checks behind it.
+
+        ``VerificationResult.ok`` is true only for a decided outcome (not INVALID) with every check
+        passing; ``challenge`` points at the artifact to dispute when the verdict is INVALID.
+        """
+        decision = map_to_verdict(prompt_spec, evidence, trace)
+        evidence_hex, evidence_count = evidence_root(evidence)
+        reasoning_hex, reasoning_count = reasoning_root(trace)
+        verdict = DeterministicVerdict(
+            market_id=prompt_spec.market.market_id,
+            outcome=decision.outcome,
+            confidence=decision.confidence,
+            resolution_time=None,
+            resolution_rule_id=decision.rule_id,
+            prompt_spec_hash=prompt_spec_hash(prompt_spec),
+            evidence_root=evidence_hex,
+            reasoning_root=reasoning_hex,
+            selected_leaf_refs=selected_leaf_refs(decision, trace),
+            metadata=_metadata(prompt_spec, evidence, trace, decision, (evidence_count, reasoning_count)),
+        )
+        checks = [*decision.checks, *SchemaLock.verify_verdict(verdict, prompt_spec.market)]
+        ok = verdict.outcome != INVALID and all(check.ok for check in checks)
+        return verdict, VerificationResult(ok=ok, checks=checks, challenge=decision.challenge)

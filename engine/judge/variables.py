@@ -1,0 +1,174 @@
+"""Locating and validating the Auditor's ``evaluation_variables``.
+
+The Judge reads exactly one step: the **last** step of type ``map`` whose ``output`` holds an
+``evaluation_variables`` object; failing that, the last ``aggregate`` step holding one. Nothing else
+in the trace decides the outcome.
+
+Shape (keys whose value is None may be absent, because canonical JSON drops them):
+
+* required: ``source_summary`` (list of evidence ids), ``conflict_detected`` (bool),
+  ``insufficient_evidence`` (bool);
+* optional: ``event_observed`` (bool), ``numeric_value`` / ``threshold`` (JSON numbers),
+  ``comparator`` (one of ``> >= < <= ==``), ``timestamp`` (str), ``observed_outcome`` (str),
+  ``fallback_used`` (bool), ``selection`` (any JSON value; ``selection.fallback_used`` also counts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.schemas import ReasoningTrace
+
+__all__ = [
+    "COMPARATORS",
+    "EvaluationSource",
+    "EvaluationVariables",
+    "compare",
+    "locate_evaluation_variables",
+    "parse_evaluation_variables",
+]
+
+COMPARATORS = (">", ">=", "<", "<=", "==")
+
+
+@dataclass(frozen=True)
+class EvaluationSource:
+    """The step the variables came from: its id, position in the trace and raw variables."""
+
+    step_id: str
+    step_index: int
+    step_type: str
+    raw: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EvaluationVariables:
+    """Validated evaluation variables (see the module docstring)."""
+
+    source_summary: tuple[str, ...]
+    conflict_detected: bool
+    insufficient_evidence: bool
+    event_observed: bool | None = None
+    numeric_value: int | float | None = None
+    threshold: int | float | None = None
+    comparator: str | None = None
+    timestamp: str | None = None
+    observed_outcome: str | None = None
+    fallback_used: bool = False
+
+    def comparison(self) -> bool | None:
+        """``numeric_value <comparator> threshold`` when all three are present, else None."""
+        if self.numeric_value is None or self.threshold is None or self.comparator is None:
+            return None
+        return compare(self.numeric_value, self.comparator, self.threshold)
+
+
+def compare(value: int | float, comparator: str, threshold: int | float) -> bool:
+    """Evaluate a comparator exactly (``==`` is exact numeric equality, ``1 == 1.0``)."""
+    if comparator == ">":
+        return value > threshold
+    if comparator == ">=":
+        return value >= threshold
+    if comparator == "<":
+        return value < threshold
+    if comparator == "<=":
+        return value <= threshold
+    if comparator == "==":
+        return value == threshold
+    raise ValueError(f"unknown comparator {comparator!r}")
+
+
+def locate_evaluation_variables(trace: ReasoningTrace) -> EvaluationSource | None:
+    """The last ``map`` step carrying ``evaluation_variables``, else the last such ``aggregate`` step."""
+    for wanted in ("map", "aggregate"):
+        for index in range(len(trace.steps) - 1, -1, -1):
+            step = trace.steps[index]
+            raw = step.output.get("evaluation_variables")
+            if step.type == wanted and isinstance(raw, Mapping):
+                return EvaluationSource(step_id=step.step_id, step_index=index, step_type=step.type, raw=raw)
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _optional(raw: Mapping[str, Any], key: str, problems: list[str], kind: str) -> Any:
+    value = raw.get(key)
+    if value is None:
+        return None
+    ok = {
+        "bool": isinstance(value, bool),
+        "number": _is_number(value),
+        "str": isinstance(value, str),
+    }[kind]
+    if not ok:
+        problems.append(f"evaluation_variables.{key} must be a {kind} or absent, got {value!r}")
+        return None
+    return value
+
+
+def _required_bool(raw: Mapping[str, Any], key: str, problems: list[str]) -> bool:
+    value = raw.get(key)
+    if not isinstance(value, bool):
+        problems.append(f"evaluation_variables.{key} must be a bool, got {value!r}")
+        return False
+    return value
+
+
+def _source_summary(raw: Mapping[str, Any], problems: list[str]) -> tuple[str, ...]:
+    value = raw.get("source_summary")
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        problems.append(f"evaluation_variables.source_summary must be a list of evidence ids, got {value!r}")
+        return ()
+    return tuple(value)
+
+
+def _fallback_used(raw: Mapping[str, Any], problems: list[str]) -> bool:
+    flag = _optional(raw, "fallback_used", problems, "bool")
+    selection = raw.get("selection")
+    nested = selection.get("fallback_used") if isinstance(selection, Mapping) else None
+    if nested is not None and not isinstance(nested, bool):
+        problems.append(f"evaluation_variables.selection.fallback_used must be a bool, got {nested!r}")
+        nested = None
+    return flag is True or nested is True
+
+
+def parse_evaluation_variables(raw: Mapping[str, Any]) -> tuple[EvaluationVariables | None, list[str]]:
+    """Validate ``raw``; returns the variables, or None with the list of problems (in key order)."""
+    problems: list[str] = []
+    source_summary = _source_summary(raw, problems)
+    conflict = _required_bool(raw, "conflict_detected", problems)
+    insufficient = _required_bool(raw, "insufficient_evidence", problems)
+    event_observed = _optional(raw, "event_observed", problems, "bool")
+    numeric_value = _optional(raw, "numeric_value", problems, "number")
+    threshold = _optional(raw, "threshold", problems, "number")
+    timestamp = _optional(raw, "timestamp", problems, "str")
+    observed_outcome = _optional(raw, "observed_outcome", problems, "str")
+    comparator = raw.get("comparator")
+    if comparator is not None and comparator not in COMPARATORS:
+        problems.append(
+            f"evaluation_variables.comparator must be one of {', '.join(COMPARATORS)}, got {comparator!r}"
+        )
+        comparator = None
+    fallback = _fallback_used(raw, problems)
+    if problems:
+        return None, problems
+    return (
+        EvaluationVariables(
+            source_summary=source_summary,
+            conflict_detected=conflict,
+            insufficient_evidence=insufficient,
+            event_observed=event_observed,
+            numeric_value=numeric_value,
+            threshold=threshold,
+            comparator=comparator,
+            timestamp=timestamp,
+            observed_outcome=observed_outcome,
+            fallback_used=fallback,
+        ),
+        [],
+    )

@@ -10,6 +10,9 @@ from ledger.cli import main as ledger_main
 
 CONSUMER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
+    "consumers.commands.publish",
+    "consumers.commands.consume",
+    "consumers.commands.health",
 )
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "Reason",
     "decode_envelope",
     "envelope_json_schema",
+    "from_strict_json_error",
     "idempotency_key",
     "inputs_hash",
     "render_json_schema",
@@ -68,6 +69,7 @@ class Reason(StrEnum):
     UNKNOWN_REQUIREMENT = "unknown_requirement"
     NOT_CANONICAL = "not_canonicalizable"
     AUDIT_FAILED = "audit_failed"
+    LEDGER_REFUSED = "ledger_refused"
 
 
 _STRICT_JSON_REASONS = {
@@ -168,6 +170,11 @@ def json_path(location: tuple[int | str, ...]) -> str:
         else:
             path += f"[{json.dumps(part, ensure_ascii=False)}]"
     return path
+
+
+def from_strict_json_error(exc: StrictJSONError) -> EnvelopeError:
+    """The envelope refusal for a strict JSON decoding error (same code, message and path)."""
+    return EnvelopeError(_STRICT_JSON_REASONS.get(exc.code, Reason.INVALID_JSON), exc.message, exc.path)
 
 
 def _from_validation_error(exc: ValidationError) -> EnvelopeError:

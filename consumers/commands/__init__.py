@@ -1,0 +1,1 @@
+"""The Kafka-facing ``ledger`` commands: publish, consume, health (one module each)."""

@@ -1,0 +1,104 @@
+"""``ledger health``: is the database reachable, is the broker reachable, and how far behind is the group."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from consumers.lag import PartitionLag, partition_lag
+from consumers.services import open_store, resolve_broker, settings_with
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``health`` to the ``ledger`` command line."""
+    parser = subparsers.add_parser(
+        "health",
+        help="check database and broker reachability and print lag per partition",
+        description=(
+            "Exit status 0 when both the ledger database and the broker answer, 1 otherwise. Lag per "
+            "partition = broker high watermark - next offset stored in Postgres for the group. "
+            "Starts nothing except, without LEDGER_DATABASE_URL, the embedded PostgreSQL to read it."
+        ),
+    )
+    parser.add_argument("--topic", help="topic (default: LEDGER_TOPIC)")
+    parser.add_argument("--group", help="consumer group id (default: LEDGER_GROUP_ID)")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: LEDGER_KAFKA_BOOTSTRAP)")
+    parser.add_argument("--database-url", help="PostgreSQL URL (default: LEDGER_DATABASE_URL or embedded)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per check (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def _check_database(settings: Any) -> tuple[dict[str, Any], dict[int, int] | None, str, str]:
+    topic, group = settings.topic, settings.group_id
+    try:
+        with open_store(settings, migrate=False) as store:
+            offsets = store.load_offsets(group, topic)
+            where = make_url(str(store.engine.url)).render_as_string(hide_password=True)
+            return {"ok": True, "url": where, "max_seq": store.max_seq()}, offsets, topic, group
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, None, topic, group
+
+
+def _check_broker(
+    settings: Any, stored: dict[int, int], timeout: float
+) -> tuple[dict[str, Any], list[PartitionLag]]:
+    try:
+        broker = resolve_broker(settings, start=False)
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, []
+    if broker is None:
+        return {"ok": False, "error": "no LEDGER_KAFKA_BOOTSTRAP and no `ledger up` broker running"}, []
+    try:
+        lags = asyncio.run(partition_lag(broker.bootstrap, settings.topic, stored, timeout=timeout))
+    except Exception as exc:
+        return {"ok": False, "bootstrap": broker.bootstrap, "error": f"{type(exc).__name__}: {exc}"}, []
+    return {"ok": True, "bootstrap": broker.bootstrap, "origin": broker.origin}, lags
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check both services; print a report; exit 0 only when both are reachable."""
+    settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
+    update = {key: value for key, value in (("topic", args.topic), ("group_id", args.group)) if value}
+    settings = settings.model_copy(update=update) if update else settings
+    database, stored, topic, group = _check_database(settings)
+    broker, lags = _check_broker(settings, stored or {}, args.timeout)
+    report = {
+        "ok": database["ok"] and broker["ok"],
+        "database": database,
+        "broker": broker,
+        "topic": topic,
+        "group": group,
+        "partitions": [
+            {
+                "partition": lag.partition,
+                "next_offset": lag.next_offset,
+                "highwater": lag.highwater,
+                "lag": lag.lag,
+            }
+            for lag in lags
+        ],
+        "total_lag": sum(lag.lag for lag in lags),
+    }
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        for name in ("database", "broker"):
+            status = report[name]
+            detail = status.get("url") or status.get("bootstrap") or ""
+            print(
+                f"{name}: {'ok' if status['ok'] else 'UNREACHABLE'} {detail} {status.get('error', '')}".rstrip()
+            )
+        print(f"group {group} on topic {topic}: total lag {report['total_lag']}")
+        print(f"{'partition':>9} {'next_offset':>12} {'highwater':>10} {'lag':>8}")
+        for row in report["partitions"]:
+            print(f"{row['partition']:>9} {row['next_offset']:>12} {row['highwater']:>10} {row['lag']:>8}")
+    sys.stdout.flush()
+    return 0 if report["ok"] else 1

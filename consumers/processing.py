@@ -1,0 +1,269 @@
+"""One Kafka record in, one ledger draft out: decode, validate, audit, or reject with a reason.
+
+:func:`process_record` never raises for bad input: a record that cannot be decoded, validated or
+audited becomes a :class:`Rejection` (a ``submission.rejected`` draft plus the dead-letter record
+to send first). Everything here is synchronous and CPU-bound; the consumer runs it in a thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from consumers.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
+from engine.version import ENGINE_VERSION
+from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+
+__all__ = [
+    "Audited",
+    "Auditor",
+    "DeadLetter",
+    "Outcome",
+    "RecordContext",
+    "Rejection",
+    "build_rejection",
+    "dlq_headers",
+    "process_record",
+    "rejection_key",
+]
+
+log = logging.getLogger(__name__)
+
+Auditor = Callable[[DecodedEnvelope, OperationalInfo], SubmissionDraft]
+"""Runs the engine on a validated envelope and returns the audited submission draft."""
+
+HEADER_PREFIX = "ledger.dlq."
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """Where a record came from (topic, partition, offset) plus what the consumer knows about it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int | None
+    headers: tuple[tuple[str, bytes], ...]
+    group: str
+    host: str
+    received_at: datetime
+
+    def operational(self) -> OperationalInfo:
+        """The uncommitted facts stored beside the submission."""
+        return OperationalInfo(
+            received_at=self.received_at,
+            topic=self.topic,
+            partition=self.partition,
+            offset=self.offset,
+            host=self.host,
+        )
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """The record to send to the dead-letter topic: original key, value (or none) and why-headers."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class Audited:
+    """A valid record and its audited submission."""
+
+    context: RecordContext
+    draft: SubmissionDraft
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A refused record: why, the dead-letter record, and the ``submission.rejected`` draft."""
+
+    context: RecordContext
+    error: EnvelopeError
+    dead_letter: DeadLetter
+    draft: SubmissionDraft
+
+
+Outcome = Audited | Rejection
+
+
+def rejection_key(topic: str, partition: int, offset: int) -> str:
+    """Idempotency key of a rejection: the record's coordinates, so re-delivery never double-counts."""
+    return f"rejected:{topic}/{partition}/{offset}"
+
+
+def _sha256_hex(data: bytes) -> str:
+    return "0x" + hashlib.sha256(data).hexdigest()
+
+
+def _best_effort_ids(raw: bytes | None) -> tuple[str | None, str | None]:
+    """Market and bundle ids of a refused record when they can be read at all (for SQL queries)."""
+    if not raw:
+        return None, None
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(document, dict):
+        return None, None
+
+    def pick(*path: str) -> str | None:
+        value: Any = document
+        for part in path:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(part)
+        return value if isinstance(value, str) and value else None
+
+    return pick("prompt_spec", "market", "market_id"), pick("evidence_bundle", "bundle_id")
+
+
+def dlq_headers(
+    error: EnvelopeError, context: RecordContext, *, value_omitted: bool
+) -> tuple[tuple[str, bytes], ...]:
+    """The original headers followed by ``ledger.dlq.*`` headers saying why and where from."""
+    raw = context.value or b""
+    ours = {
+        "reason": error.reason.value,
+        "message": error.message,
+        "path": error.path,
+        "source.topic": context.topic,
+        "source.partition": str(context.partition),
+        "source.offset": str(context.offset),
+        "source.timestamp": "" if context.timestamp_ms is None else str(context.timestamp_ms),
+        "group": context.group,
+        "host": context.host,
+        "engine_version": ENGINE_VERSION,
+        "value.sha256": _sha256_hex(raw),
+        "value.bytes": str(len(raw)),
+        "value.omitted": "true" if value_omitted else "false",
+    }
+    return (*context.headers, *((HEADER_PREFIX + name, text.encode("utf-8")) for name, text in ours.items()))
+
+
+def build_rejection(
+    error: EnvelopeError, context: RecordContext, *, dlq_topic: str, inline_limit: int, dlq_value_limit: int
+) -> Rejection:
+    """The dead-letter record and the ``submission.rejected`` draft for a refused record.
+
+    The committed payload depends only on the record (never on which consumer saw it or where the
+    dead-letter copy landed), so a re-delivered rejection is recognised as already stored.
+    """
+    raw = context.value or b""
+    raw_record: dict[str, Any] = {"sha256": _sha256_hex(raw), "size": len(raw)}
+    if len(raw) <= inline_limit:
+        raw_record["base64"] = base64.b64encode(raw).decode("ascii")
+    source: dict[str, Any] = {
+        "topic": context.topic,
+        "partition": context.partition,
+        "offset": context.offset,
+    }
+    if context.key is not None:
+        source["key_base64"] = base64.b64encode(context.key).decode("ascii")
+    payload = {
+        "reason": error.reason.value,
+        "message": error.message,
+        "path": error.path,
+        "raw": raw_record,
+        "source": source,
+        "dead_letter": {"topic": dlq_topic},
+    }
+    market_id, bundle_id = _best_effort_ids(context.value if len(raw) <= inline_limit else None)
+    draft = SubmissionDraft(
+        idempotency_key=rejection_key(context.topic, context.partition, context.offset),
+        market_id=market_id,
+        bundle_id=bundle_id,
+        input_hashes={"raw_sha256": raw_record["sha256"]},
+        status="rejected",
+        entries=[EntryDraft("submission.rejected", payload)],
+        operational=context.operational(),
+        engine_version=ENGINE_VERSION,
+    )
+    omit = len(raw) > dlq_value_limit
+    dead_letter = DeadLetter(
+        key=context.key,
+        value=None if omit else context.value,
+        headers=dlq_headers(error, context, value_omitted=omit),
+    )
+    return Rejection(context, error, dead_letter, draft)
+
+
+def process_record(
+    context: RecordContext,
+    auditor: Auditor,
+    *,
+    dlq_topic: str,
+    max_bytes: int,
+    inline_limit: int = 65_536,
+) -> Outcome:
+    """Decode, validate and audit one record; every failure becomes a :class:`Rejection`."""
+    try:
+        decoded = decode_envelope(context.value, max_bytes=max_bytes)
+    except EnvelopeError as refused:
+        return build_rejection(
+            refused, context, dlq_topic=dlq_topic, inline_limit=inline_limit, dlq_value_limit=max_bytes
+        )
+    try:
+        draft = auditor(decoded, context.operational())
+    except Exception as exc:  # the engine is deterministic: retrying cannot help, so dead-letter it
+        log.exception(
+            "audit failed",
+            extra={"topic": context.topic, "partition": context.partition, "offset": context.offset},
+        )
+        failed = EnvelopeError(Reason.AUDIT_FAILED, f"{type(exc).__name__}: {exc}")
+        return build_rejection(
+            failed, context, dlq_topic=dlq_topic, inline_limit=inline_limit, dlq_value_limit=max_bytes
+        )
+    return Audited(context, draft)
+
+
+def context_from_record(
+    record: Any, *, group: str, host: str, received_at: datetime | None = None
+) -> RecordContext:
+    """A :class:`RecordContext` from an aiokafka ``ConsumerRecord``."""
+    return RecordContext(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key,
+        value=record.value,
+        timestamp_ms=record.timestamp if record.timestamp is not None and record.timestamp >= 0 else None,
+        headers=tuple((name, bytes(value or b"")) for name, value in (record.headers or ())),
+        group=group,
+        host=host,
+        received_at=received_at or datetime.now(UTC),
+    )
+
+
+def process_batch(
+    records: Sequence[Any],
+    auditor: Auditor,
+    *,
+    group: str,
+    host: str,
+    dlq_topic: str,
+    max_bytes: int,
+    inline_limit: int,
+) -> list[Outcome]:
+    """Process records in order (one partition's records stay in offset order)."""
+    received_at = datetime.now(UTC)
+    return [
+        process_record(
+            context_from_record(record, group=group, host=host, received_at=received_at),
+            auditor,
+            dlq_topic=dlq_topic,
+            max_bytes=max_bytes,
+            inline_limit=inline_limit,
+        )
+        for record in records
+    ]

@@ -1,0 +1,158 @@
+"""What a leaf of the ledger's RFC 6962 tree is, recomputable by anyone from an entry's columns.
+
+Leaf ``i`` (0-based) is the entry with ``global_seq = i + 1``; its leaf input ``d`` is the 32 raw
+bytes of the entry's ``entry_hash`` (:func:`ledger.hashing.merkle_leaf_data`), so its leaf hash is
+``SHA-256(0x00 || entry_hash bytes)``. ``entry_hash`` commits to the submission id (the stream),
+``stream_seq``, ``kind``, ``payload_hash``, ``prev_hash`` and ``engine_version``; ``payload_hash``
+is the SHA-256 of the stored canonical payload text. A verifier that holds an entry's columns
+recomputes all three hashes; one that holds only ``entry_hash`` still checks the leaf.
+
+Pure code (no database): the independent verifier imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from engine.merkle.rfc6962 import leaf_hash
+from ledger.hashing import entry_hash, merkle_leaf_data, payload_hash
+
+__all__ = [
+    "ENTRY_FIELDS",
+    "EntryCheckError",
+    "content_entry_hash",
+    "entry_leaf_hash",
+    "hash_from_hex",
+    "hex32",
+    "leaf_index_for",
+    "recompute_entry_hash",
+]
+
+ENTRY_FIELDS = (
+    "global_seq",
+    "submission_id",
+    "stream_seq",
+    "kind",
+    "payload_hash",
+    "prev_hash",
+    "entry_hash",
+    "engine_version",
+)
+_HEX32 = re.compile(r"0x[0-9a-f]{64}")
+
+
+class EntryCheckError(ValueError):
+    """An entry's stored fields do not hash to what it claims, or are malformed.
+
+    ``code`` is ``malformed_entry``, ``payload_hash_mismatch`` or ``entry_hash_mismatch``.
+    """
+
+    def __init__(self, message: str, code: str = "malformed_entry") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def hex32(value: bytes) -> str:
+    """A 32-byte hash as ``0x`` + lowercase hex (the project's hash notation)."""
+    return "0x" + value.hex()
+
+
+def hash_from_hex(text: object, what: str) -> bytes:
+    """Parse a ``0x`` + 64 lowercase hex digit hash; raises ``EntryCheckError`` naming ``what``."""
+    if not isinstance(text, str) or not _HEX32.fullmatch(text):
+        raise EntryCheckError(f"{what} must be 0x followed by 64 lowercase hex digits, got {text!r:.80}")
+    return bytes.fromhex(text[2:])
+
+
+def entry_leaf_hash(entry_hash_hex: str) -> bytes:
+    """The RFC 6962 leaf hash of an entry: ``SHA-256(0x00 || entry_hash bytes)``."""
+    return leaf_hash(merkle_leaf_data(entry_hash_hex))
+
+
+def leaf_index_for(global_seq: int) -> int:
+    """Leaf index of the entry with ``global_seq`` (which starts at 1)."""
+    return global_seq - 1
+
+
+def _int_field(entry: Mapping[str, Any], name: str) -> int:
+    value = entry.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise EntryCheckError(f"entry field {name} must be a positive integer, got {value!r:.80}")
+    return value
+
+
+def _str_field(entry: Mapping[str, Any], name: str) -> str:
+    value = entry.get(name)
+    if not isinstance(value, str):
+        raise EntryCheckError(f"entry field {name} must be a string, got {value!r:.80}")
+    return value
+
+
+def recompute_entry_hash(entry: Mapping[str, Any]) -> str:
+    """Check an entry's hashes from its columns and return its ``entry_hash``.
+
+    Needs :data:`ENTRY_FIELDS`; with ``payload_canonical`` present its hash must equal
+    ``payload_hash``. Raises :class:`EntryCheckError` saying which hash does not match.
+    """
+    if not isinstance(entry, Mapping):
+        raise EntryCheckError("entry must be a JSON object")
+    missing = [name for name in ENTRY_FIELDS if name not in entry]
+    if missing:
+        raise EntryCheckError(f"entry lacks field(s) {', '.join(missing)}")
+    _int_field(entry, "global_seq")
+    stream_seq = _int_field(entry, "stream_seq")
+    submission_id = _str_field(entry, "submission_id")
+    kind = _str_field(entry, "kind")
+    engine_version = _str_field(entry, "engine_version")
+    stored_payload_hash = _str_field(entry, "payload_hash")
+    prev_hash = _str_field(entry, "prev_hash")
+    stored_entry_hash = _str_field(entry, "entry_hash")
+    for name in ("submission_id", "payload_hash", "prev_hash", "entry_hash"):
+        hash_from_hex(entry[name], f"entry field {name}")
+    if "payload_canonical" in entry:
+        text = entry["payload_canonical"]
+        if not isinstance(text, str):
+            raise EntryCheckError("entry field payload_canonical must be a string")
+        try:
+            recomputed_payload = payload_hash(text)
+        except UnicodeEncodeError:
+            raise EntryCheckError("entry field payload_canonical is not valid UTF-8 text") from None
+        if recomputed_payload != stored_payload_hash:
+            raise EntryCheckError(
+                f"payload_hash {stored_payload_hash} does not match the payload, which hashes to "
+                f"{recomputed_payload}",
+                "payload_hash_mismatch",
+            )
+    try:
+        recomputed = entry_hash(
+            submission_id, stream_seq, kind, stored_payload_hash, prev_hash, engine_version
+        )
+    except UnicodeEncodeError:
+        raise EntryCheckError("entry fields contain text that is not valid UTF-8") from None
+    if recomputed != stored_entry_hash:
+        raise EntryCheckError(
+            f"entry_hash {stored_entry_hash} does not match the entry's fields, which hash to {recomputed}",
+            "entry_hash_mismatch",
+        )
+    return recomputed
+
+
+def content_entry_hash(row: Mapping[str, Any]) -> str:
+    """The ``entry_hash`` an entry row *should* have, from its content alone.
+
+    Uses ``payload_canonical`` (not the stored ``payload_hash``) and ignores the stored
+    ``entry_hash``, so any change to a committed column changes the result.
+    """
+    try:
+        return entry_hash(
+            row["submission_id"],
+            int(row["stream_seq"]),
+            row["kind"],
+            payload_hash(row["payload_canonical"]),
+            row["prev_hash"],
+            row["engine_version"],
+        )
+    except (UnicodeEncodeError, TypeError, KeyError, ValueError) as exc:
+        raise EntryCheckError(f"entry cannot be hashed: {exc}") from None

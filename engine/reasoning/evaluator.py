@@ -1,0 +1,308 @@
+"""Safe arithmetic evaluation and formula equivalence. Never ``eval``.
+
+Grammar: numeric literals (decimal integers and decimals, optional ``e`` exponent), the binary
+operators ``+ - * / **``, unary ``+``/``-`` and parentheses. Any other node (names, calls,
+attributes, subscripts, comprehensions, strings, booleans, complex numbers, ``%``, ``//``, ...) is
+rejected with :class:`FormulaError`.
+
+Bounds (all explicit, independent of the ambient :mod:`decimal` context):
+
+* text length ≤ :data:`MAX_EXPRESSION_LENGTH` characters, bracket nesting ≤ :data:`MAX_DEPTH`;
+* AST nodes ≤ :data:`MAX_NODES`, AST depth ≤ :data:`MAX_DEPTH`;
+* each literal ≤ :data:`MAX_LITERAL_LENGTH` characters;
+* every literal, intermediate and final value has magnitude < ``10 ** (MAX_MAGNITUDE_EXPONENT + 1)``;
+* in ``a ** b``, ``|b| ≤ MAX_EXPONENT`` (so ``10**10**10`` is refused before any work).
+
+Arithmetic is exact :class:`~decimal.Decimal` in a private context (:data:`PRECISION` significant
+digits, half-even rounding); literals are read from their source text, so ``0.1 + 0.2 == 0.3``.
+Two values are equivalent when ``|a - b| <= max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(|a|, |b|))``.
+Division by zero (and ``0 ** -n``) is never equivalent to anything, itself included.
+"""
+
+from __future__ import annotations
+
+import ast
+import decimal
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+__all__ = [
+    "ABSOLUTE_TOLERANCE",
+    "MAX_DEPTH",
+    "MAX_EXPONENT",
+    "MAX_EXPRESSION_LENGTH",
+    "MAX_LITERAL_LENGTH",
+    "MAX_MAGNITUDE_EXPONENT",
+    "MAX_NODES",
+    "PRECISION",
+    "RELATIVE_TOLERANCE",
+    "Equivalence",
+    "FormulaError",
+    "evaluate_formula",
+    "evaluate_tree",
+    "format_decimal",
+    "formula_operators",
+    "formulas_equivalent",
+]
+
+MAX_EXPRESSION_LENGTH = 512
+MAX_NODES = 200
+MAX_DEPTH = 32
+MAX_LITERAL_LENGTH = 64
+MAX_EXPONENT = 64
+MAX_MAGNITUDE_EXPONENT = 100
+PRECISION = 50
+RELATIVE_TOLERANCE = Decimal("1e-9")
+ABSOLUTE_TOLERANCE = Decimal("1e-12")
+
+_LITERAL = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+_UNARY = {ast.UAdd: "+", ast.USub: "-"}
+# Failures that make a formula meaningless (never equivalent, even to itself).
+_UNDEFINED_CODES = frozenset({"division_by_zero", "undefined", "syntax", "too_long", "not_text"})
+
+
+class FormulaError(ValueError):
+    """A formula was refused or could not be evaluated; ``code`` says why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _context() -> decimal.Context:
+    return decimal.Context(
+        prec=PRECISION,
+        rounding=decimal.ROUND_HALF_EVEN,
+        Emin=-999_999,
+        Emax=999_999,
+        traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow],
+    )
+
+
+def _check_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise FormulaError("not_text", f"formula must be a str, not {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        raise FormulaError("syntax", "formula is empty")
+    if len(stripped) > MAX_EXPRESSION_LENGTH:
+        raise FormulaError("too_long", f"formula is longer than {MAX_EXPRESSION_LENGTH} characters")
+    depth = 0
+    for char in stripped:
+        if char in "([{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise FormulaError("too_deep", f"brackets nest deeper than {MAX_DEPTH} levels")
+        elif char in ")]}":
+            depth -= 1
+    return stripped
+
+
+def _parse(text: object) -> tuple[ast.Expression, str]:
+    source = _check_text(text)
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        raise FormulaError("syntax", f"not a valid expression ({type(exc).__name__})") from None
+    return tree, source
+
+
+def _check_shape(tree: ast.AST) -> None:
+    """Bound node count and depth iteratively, before any recursive walk."""
+    count = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise FormulaError("too_many_nodes", f"formula has more than {MAX_NODES} syntax nodes")
+        if depth > MAX_DEPTH:
+            raise FormulaError("too_deep", f"formula nests deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _check_magnitude(value: Decimal) -> Decimal:
+    if not value.is_finite():
+        raise FormulaError("magnitude_out_of_bounds", "value is not finite")
+    if not value.is_zero() and value.adjusted() > MAX_MAGNITUDE_EXPONENT:
+        raise FormulaError("magnitude_out_of_bounds", f"value reaches 10**{MAX_MAGNITUDE_EXPONENT + 1}")
+    return value
+
+
+def _literal(node: ast.Constant, source: str | None) -> Decimal:
+    value = node.value
+    if type(value) not in (int, float):  # exact check: bool, complex, str, bytes, None are refused
+        raise FormulaError("disallowed_literal", f"{type(value).__name__} literals are not allowed")
+    segment = ast.get_source_segment(source, node) if source is not None else None
+    if segment is not None:
+        text = segment.replace("_", "")
+        if len(text) > MAX_LITERAL_LENGTH:
+            raise FormulaError(
+                "literal_too_long", f"a literal is longer than {MAX_LITERAL_LENGTH} characters"
+            )
+        if not _LITERAL.fullmatch(text):
+            raise FormulaError("disallowed_literal", "only decimal numeric literals are allowed")
+        return _check_magnitude(Decimal(text))
+    if isinstance(value, int):
+        if value.bit_length() > 4 * MAX_MAGNITUDE_EXPONENT:
+            raise FormulaError("magnitude_out_of_bounds", "integer literal is too large")
+        return _check_magnitude(Decimal(value))
+    return _check_magnitude(Decimal(repr(value)))
+
+
+def _power(base: Decimal, exponent: Decimal) -> Decimal:
+    if abs(exponent) > MAX_EXPONENT:
+        raise FormulaError("exponent_out_of_bounds", f"exponents are limited to ±{MAX_EXPONENT}")
+    if base.is_zero():
+        if exponent < 0:
+            raise FormulaError("division_by_zero", "zero raised to a negative power")
+        return Decimal(1) if exponent.is_zero() else Decimal(0)
+    if base < 0 and exponent != exponent.to_integral_value():
+        raise FormulaError("undefined", "negative base with a fractional exponent")
+    estimate = (abs(base.adjusted()) + 1) * abs(exponent)
+    if estimate > 4 * MAX_MAGNITUDE_EXPONENT:
+        raise FormulaError("magnitude_out_of_bounds", "power would exceed the magnitude bound")
+    return base**exponent
+
+
+def _divide(left: Decimal, right: Decimal) -> Decimal:
+    if right.is_zero():
+        raise FormulaError("division_by_zero", "division by zero")
+    return left / right
+
+
+def _walk(node: ast.AST, source: str | None) -> Decimal:
+    if isinstance(node, ast.Expression):
+        return _walk(node.body, source)
+    if isinstance(node, ast.Constant):
+        return _literal(node, source)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        operand = _walk(node.operand, source)
+        return operand.copy_negate() if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left = _walk(node.left, source)
+        right = _walk(node.right, source)
+        if isinstance(node.op, ast.Add):
+            result = left + right
+        elif isinstance(node.op, ast.Sub):
+            result = left - right
+        elif isinstance(node.op, ast.Mult):
+            result = left * right
+        elif isinstance(node.op, ast.Div):
+            result = _divide(left, right)
+        else:
+            result = _power(left, right)
+        return _check_magnitude(result)
+    label = type(node.op).__name__ if isinstance(node, (ast.BinOp, ast.UnaryOp)) else type(node).__name__
+    raise FormulaError("disallowed_node", f"{label} is not allowed")
+
+
+def _run(tree: ast.AST, source: str | None) -> Decimal:
+    try:
+        _check_shape(tree)
+        with decimal.localcontext(_context()):
+            return _walk(tree, source)
+    except FormulaError:
+        raise
+    except decimal.DivisionByZero:
+        raise FormulaError("division_by_zero", "division by zero") from None
+    except decimal.Overflow:
+        raise FormulaError("magnitude_out_of_bounds", "value overflows") from None
+    except (decimal.DecimalException, ArithmeticError):
+        raise FormulaError("undefined", "the value is undefined") from None
+    except (TypeError, ValueError, AttributeError, RecursionError, MemoryError) as exc:
+        raise FormulaError("malformed", f"malformed expression ({type(exc).__name__})") from None
+
+
+def evaluate_formula(text: str) -> Decimal:
+    """Evaluate an arithmetic formula exactly, or raise :class:`FormulaError`."""
+    tree, source = _parse(text)
+    return _run(tree, source)
+
+
+def evaluate_tree(tree: ast.AST) -> Decimal:
+    """Evaluate an already-parsed expression tree (literals are taken from their values)."""
+    return _run(tree, None)
+
+
+def format_decimal(value: Decimal) -> str:
+    """Plain decimal text (``1200``, ``0.05``); scientific only for extreme exponents."""
+    normal = value.normalize(_context())
+    if normal.is_zero():
+        return "0"
+    if -30 <= normal.adjusted() <= 60:
+        return format(normal, "f")
+    return str(normal)
+
+
+def formula_operators(text: str) -> list[str]:
+    """The operators a valid arithmetic formula uses, in first-use order (``[]`` if refused)."""
+    try:
+        tree, _ = _parse(text)
+        _check_shape(tree)
+    except FormulaError:
+        return []
+    found: list[str] = []
+    for node in ast.walk(tree):
+        symbol = None
+        if isinstance(node, ast.BinOp):
+            symbol = _BINARY.get(type(node.op))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            symbol = "neg"
+        if symbol and symbol not in found:
+            found.append(symbol)
+    return found
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Outcome of :func:`formulas_equivalent`, with a deterministic human-readable reason."""
+
+    equivalent: bool
+    reason: str
+    first_value: str | None = None
+    second_value: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.equivalent
+
+
+def _try_evaluate(text: str) -> tuple[Decimal | None, FormulaError | None]:
+    try:
+        return evaluate_formula(text), None
+    except FormulaError as exc:
+        return None, exc
+
+
+def _same_structure(first: str, second: str) -> bool:
+    try:
+        tree_a, _ = _parse(first)
+        tree_b, _ = _parse(second)
+    except FormulaError:
+        return False
+    return ast.dump(tree_a) == ast.dump(tree_b)
+
+
+def formulas_equivalent(first: str, second: str) -> Equivalence:
+    """Decide whether two formulas denote the same number (see the module docstring)."""
+    value_a, error_a = _try_evaluate(first)
+    value_b, error_b = _try_evaluate(second)
+    for label, error in (("first", error_a), ("second", error_b)):
+        if error is not None and error.code in _UNDEFINED_CODES:
+            return Equivalence(False, f"{label} formula is not evaluable: {error.message}")
+    if value_a is not None and value_b is not None:
+        text_a, text_b = format_decimal(value_a), format_decimal(value_b)
+        with decimal.localcontext(_context()):
+            difference = abs(value_a - value_b)
+            allowed = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(abs(value_a), abs(value_b)))
+        if difference <= allowed:
+            return Equivalence(True, f"equal values: {text_a} and {text_b}", text_a, text_b)
+        return Equivalence(False, f"different values: {text_a} and {text_b}", text_a, text_b)
+    if _same_structure(first, second):
+        return Equivalence(True, "identical formulas (not evaluated)")
+    label, error = ("first", error_a) if error_a is not None else ("second", error_b)
+    message = error.message if error is not None else "not evaluable"
+    return Equivalence(False, f"{label} formula was refused: {message}")

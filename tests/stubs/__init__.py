@@ -1,0 +1,1 @@
+"""Test stubs: local LLM HTTP servers and in-process scripted providers."""

@@ -103,7 +103,9 @@ async def _consume(bootstrap: str, topic: str, idle_seconds: float) -> list[tupl
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        partitions = await consumer.partitions_for_topic(topic) or set()
+        if topic not in await consumer.topics():  # also refreshes the metadata
+            raise ValueError(f"topic {topic!r} does not exist")
+        partitions = consumer.partitions_for_topic(topic) or set()
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(assigned)
         await consumer.seek_to_beginning(*assigned)

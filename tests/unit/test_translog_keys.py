@@ -14,7 +14,7 @@ from ledger.translog.note import public_key_bytes, verifier_key
 
 
 def test_keygen_writes_a_private_key_only_its_owner_can_read_and_a_public_key(tmp_path: Path) -> None:
-    pub_path, public_key = generate_key_files(tmp_path / "log.key")
+    pub_path, _public_key = generate_key_files(tmp_path / "log.key")
     assert stat.S_IMODE((tmp_path / "log.key").stat().st_mode) == 0o600
     assert pub_path == tmp_path / "log.key.pub"
     assert (tmp_path / "log.key").read_text().startswith("-----BEGIN PRIVATE KEY-----")
@@ -53,7 +53,7 @@ def test_a_verifier_key_string_loads_and_its_id_is_checked(tmp_path: Path) -> No
     _, public_key = generate_key_files(tmp_path / "k")
     (tmp_path / "vkey").write_text(verifier_key("example.org/log", public_key) + "\n")
     assert public_key_bytes(load_public_key(tmp_path / "vkey")) == public_key_bytes(public_key)
-    name, _, rest = verifier_key("example.org/log", public_key).partition("+")
+    _name, _, rest = verifier_key("example.org/log", public_key).partition("+")
     (tmp_path / "bad").write_text(f"example.org/other+{rest}")
     with pytest.raises(SigningKeyError, match="id does not match"):
         load_public_key(tmp_path / "bad")

@@ -24,7 +24,9 @@ from ledger.translog.note import (
 # golang.org/x/mod/sumdb/note's documented example key and signed note (Ed25519 is deterministic).
 GO_SIGNER = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
 GO_VERIFIER = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
-GO_TEXT = "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n"
+GO_TEXT = (
+    "If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n"
+)
 GO_SIGNATURE = "x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM="
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))

@@ -1,0 +1,233 @@
+"""Transparency-log commands: keygen, checkpoint, prove, export-log, verify-log and audit-log.
+
+``audit-log`` is the independent verifier: it imports nothing that touches a database (the
+database modules are imported inside the other handlers only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ledger.translog.keys import SigningKeyError, generate_key_files, load_public_key
+from ledger.translog.note import verifier_key
+
+DEFAULT_ORIGIN_HELP = (
+    "log origin (default: the stored checkpoints', else LEDGER_LOG_ORIGIN, else cournot-ledger.local/log)"
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the transparency-log commands."""
+    p = subparsers.add_parser("keygen", help="create the Ed25519 checkpoint signing key (PATH and PATH.pub)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="private key path (written 0600); PATH.pub beside it"
+    )
+    p.add_argument(
+        "--origin", default="cournot-ledger.local/log", help="log origin to print the verifier key for"
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing key file")
+    p.set_defaults(handler=run_keygen)
+
+    p = subparsers.add_parser("checkpoint", help="extend the tree, then sign and store a checkpoint")
+    p.add_argument("--key", type=Path, default=None, help="private key (default: LEDGER_SIGNING_KEY)")
+    p.add_argument("--origin", default=None, help=DEFAULT_ORIGIN_HELP)
+    p.add_argument("--out", type=Path, default=None, help="also write the signed note to FILE (or into DIR)")
+    p.add_argument("--topic", default=None, help="also publish it to this Kafka topic")
+    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap (default: LEDGER_KAFKA_BOOTSTRAP)")
+    p.set_defaults(handler=run_checkpoint)
+
+    p = subparsers.add_parser("prove", help="inclusion proof of an entry, or --consistency OLD NEW")
+    p.add_argument("target", nargs="?", help="global_seq, submission id or entry hash")
+    p.add_argument("--consistency", nargs=2, type=int, metavar=("OLD_SIZE", "NEW_SIZE"))
+    p.add_argument(
+        "--checkpoint", type=int, default=None, help="prove against this checkpoint id (default: latest)"
+    )
+    p.add_argument("--with-payload", action="store_true", help="include the entry's canonical payload text")
+    p.add_argument("--out", type=Path, default=None, help="write the JSON here instead of stdout")
+    p.set_defaults(handler=run_prove)
+
+    p = subparsers.add_parser(
+        "export-log", help="write checkpoints, consistency proofs and entries for auditors"
+    )
+    p.add_argument("--out", type=Path, required=True, help="directory to write into")
+    p.add_argument(
+        "--with-payload", action="store_true", help="include canonical payload texts in entries.jsonl"
+    )
+    p.set_defaults(handler=run_export)
+
+    p = subparsers.add_parser("verify-log", help="check every checkpoint against the stored entries")
+    p.add_argument("--public-key", type=Path, default=None, help="default: LEDGER_SIGNING_KEY's .pub")
+    p.add_argument("--checkpoint", type=Path, action="append", default=[], help="an exported checkpoint note")
+    p.set_defaults(handler=run_verify_log)
+
+    p = subparsers.add_parser(
+        "audit-log",
+        help="independent verifier (no database): checkpoints, proofs and exported entries",
+        description="Checks signatures, inclusion and consistency proofs and exported entries against a public "
+        "key; prints one line per check and exits 1 if any fails.",
+    )
+    p.add_argument("paths", nargs="*", type=Path, help="notes, proof bundles, entries.jsonl or directories")
+    p.add_argument(
+        "--public-key", type=Path, required=True, help="the log's public key (PEM or verifier key)"
+    )
+    p.add_argument("--origin", default=None, help="require this origin (default: the first checkpoint's)")
+    p.add_argument("--topic", default=None, help="also read checkpoints from this Kafka topic")
+    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap (default: LEDGER_KAFKA_BOOTSTRAP)")
+    p.set_defaults(handler=run_audit)
+
+
+def _error(command: str, message: object) -> int:
+    print(f"ledger {command}: {message}", file=sys.stderr)
+    return 1
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    """Create the key pair and print where it went."""
+    try:
+        pub_path, public_key = generate_key_files(args.out, overwrite=args.force)
+    except (SigningKeyError, OSError) as exc:
+        return _error("keygen", exc)
+    print(f"private key: {args.out} (mode 0600; keep it off the database host's backups)")
+    print(f"public key:  {pub_path}")
+    print(f"verifier key for origin {args.origin}: {verifier_key(args.origin, public_key)}")
+    return 0
+
+
+@contextmanager
+def _engine() -> Iterator[Any]:
+    from ledger.database import open_database
+
+    with open_database() as engine:
+        yield engine
+
+
+def run_checkpoint(args: argparse.Namespace) -> int:
+    """Sign a checkpoint, store it, and export it."""
+    from ledger.errors import LedgerError
+    from ledger.settings import get_settings
+    from ledger.translog.checkpoints import (
+        CheckpointError,
+        create_checkpoint,
+        export_to_file,
+        export_to_topic,
+    )
+    from ledger.translog.keys import load_private_key
+
+    key_path = args.key or get_settings().signing_key
+    if key_path is None:
+        return _error(
+            "checkpoint",
+            "no signing key: set LEDGER_SIGNING_KEY or pass --key (create one with ledger keygen)",
+        )
+    try:
+        private_key = load_private_key(Path(key_path))
+        with _engine() as engine:
+            stored = create_checkpoint(engine, private_key, origin=args.origin)
+        if args.out is not None:
+            print(f"written to {export_to_file(stored.note, args.out)}", file=sys.stderr)
+        if args.topic:
+            export_to_topic([(stored.origin, stored.note)], args.topic, args.bootstrap)
+            print(f"published to topic {args.topic}", file=sys.stderr)
+    except (SigningKeyError, CheckpointError, LedgerError, OSError) as exc:
+        return _error("checkpoint", exc)
+    print(
+        f"checkpoint {stored.checkpoint_id}: tree size {stored.tree_size}, root 0x{stored.root_hash.hex()}",
+        file=sys.stderr,
+    )
+    sys.stdout.write(stored.note)
+    return 0
+
+
+def _emit(document: object, out: Path | None) -> None:
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        print(f"written to {out}", file=sys.stderr)
+
+
+def run_prove(args: argparse.Namespace) -> int:
+    """Print an inclusion or a consistency proof bundle."""
+    from ledger.errors import LedgerError
+    from ledger.translog import proving
+
+    if (args.target is None) == (args.consistency is None):
+        return _error(
+            "prove", "give either an entry (global_seq, submission id, entry hash) or --consistency OLD NEW"
+        )
+    try:
+        with _engine() as engine, engine.connect() as connection:
+            if args.consistency is not None:
+                document: object = proving.prove_consistency(connection, *args.consistency)
+            else:
+                document = proving.prove_entries(connection, args.target, args.checkpoint, args.with_payload)
+    except (proving.ProofError, LedgerError) as exc:
+        return _error("prove", exc)
+    _emit(document, args.out)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Write what an auditor needs into a directory."""
+    from ledger.errors import LedgerError
+    from ledger.translog import proving
+
+    try:
+        with _engine() as engine, engine.connect() as connection:
+            summary = proving.export_log(connection, args.out, with_payload=args.with_payload)
+    except (proving.ProofError, LedgerError, OSError) as exc:
+        return _error("export-log", exc)
+    print(summary)
+    return 0
+
+
+def run_verify_log(args: argparse.Namespace) -> int:
+    """Run :func:`verify_checkpoints` and print its problems."""
+    from ledger.errors import LedgerError
+    from ledger.translog.verify import verify_checkpoints
+
+    try:
+        public_key = load_public_key(args.public_key) if args.public_key else None
+        notes = [(str(path), path.read_text(encoding="utf-8")) for path in args.checkpoint]
+        with _engine() as engine:
+            problems = verify_checkpoints(engine, public_key=public_key, external_notes=notes)
+    except (SigningKeyError, LedgerError, OSError, UnicodeDecodeError) as exc:
+        return _error("verify-log", exc)
+    for problem in problems:
+        print(problem.render())
+    errors = [p for p in problems if p.severity == "error"]
+    print(f"verify-log: {'FAILED, ' + str(len(errors)) + ' problem(s)' if errors else 'ok'}")
+    return 1 if errors else 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """The independent verifier."""
+    import os
+
+    from ledger.translog.auditfiles import audit_files, read_topic_notes
+
+    try:
+        public_key = load_public_key(args.public_key)
+    except SigningKeyError as exc:
+        return _error("audit-log", exc)
+    topic_notes: list[tuple[str, bytes]] = []
+    if args.topic:
+        bootstrap = args.bootstrap or os.environ.get("LEDGER_KAFKA_BOOTSTRAP", "")
+        if not bootstrap:
+            return _error("audit-log", "--topic needs --bootstrap or LEDGER_KAFKA_BOOTSTRAP")
+        try:
+            topic_notes = read_topic_notes(bootstrap, args.topic)
+        except Exception as exc:
+            return _error("audit-log", f"cannot read topic {args.topic}: {exc}")
+    if not args.paths and not topic_notes:
+        return _error("audit-log", "nothing to audit: give files, directories or --topic")
+    report = audit_files(public_key, args.paths, origin=args.origin, topic_notes=topic_notes)
+    print(report.render())
+    return 0 if report.ok else 1

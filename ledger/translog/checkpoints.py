@@ -1,0 +1,240 @@
+"""Signing, storing and exporting checkpoints of the ledger's tree.
+
+:func:`create_checkpoint` runs in one transaction under the append lock: it catches the tree up
+with the entries, re-derives the leaves added since the previous checkpoint from the stored
+entries, proves the new tree consistent with the previous checkpoint, and only then signs. A log
+must never sign two inconsistent checkpoints; this one refuses to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import Engine
+
+from engine.merkle.rfc6962 import verify_consistency
+from ledger.models import STORE_SCHEMA
+from ledger.translog.db import Database, run_dicts
+from ledger.translog.leaves import EntryCheckError, entry_leaf_hash, recompute_entry_hash
+from ledger.translog.note import (
+    Checkpoint,
+    NoteError,
+    format_timestamp,
+    key_id,
+    open_checkpoint,
+    sign_checkpoint,
+)
+from ledger.translog.tree import (
+    TreeError,
+    catch_up_tree,
+    consistency_proof_at,
+    fetch_nodes,
+    read_entries,
+    root_at,
+    tree_size,
+)
+
+__all__ = [
+    "DEFAULT_ORIGIN",
+    "CheckpointError",
+    "StoredCheckpoint",
+    "create_checkpoint",
+    "export_to_file",
+    "export_to_topic",
+    "find_checkpoint",
+    "latest_checkpoint",
+    "list_checkpoints",
+]
+
+CHECKPOINTS = f"{STORE_SCHEMA}.merkle_checkpoints"
+DEFAULT_ORIGIN = "cournot-ledger.local/log"
+ORIGIN_ENV = "LEDGER_LOG_ORIGIN"
+_RECHECK_BATCH = 5000
+_COLUMNS = "checkpoint_id, origin, tree_size, root_hash, signed_at, key_id, note"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be made or exported; the message says why."""
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A row of ``merkle_checkpoints``."""
+
+    checkpoint_id: int
+    origin: str
+    tree_size: int
+    root_hash: bytes
+    signed_at: datetime
+    key_id: str
+    note: str
+
+
+def _row(values: dict[str, Any]) -> StoredCheckpoint:
+    return StoredCheckpoint(
+        int(values["checkpoint_id"]),
+        values["origin"],
+        int(values["tree_size"]),
+        bytes(values["root_hash"]),
+        values["signed_at"],
+        values["key_id"],
+        values["note"],
+    )
+
+
+def list_checkpoints(db: Database) -> list[StoredCheckpoint]:
+    """Every stored checkpoint, oldest first."""
+    rows = run_dicts(db, f"SELECT {_COLUMNS} FROM {CHECKPOINTS} ORDER BY checkpoint_id")
+    return [_row(row) for row in rows]
+
+
+def latest_checkpoint(db: Database) -> StoredCheckpoint | None:
+    """The most recent checkpoint, or None."""
+    rows = run_dicts(db, f"SELECT {_COLUMNS} FROM {CHECKPOINTS} ORDER BY checkpoint_id DESC LIMIT 1")
+    return _row(rows[0]) if rows else None
+
+
+def find_checkpoint(
+    db: Database, *, checkpoint_id: int | None = None, tree_size: int | None = None
+) -> StoredCheckpoint | None:
+    """A checkpoint by id, or the newest one of a tree size."""
+    if checkpoint_id is not None:
+        query, params = "WHERE checkpoint_id = %(value)s", {"value": checkpoint_id}
+    elif tree_size is not None:
+        query, params = (
+            "WHERE tree_size = %(value)s ORDER BY checkpoint_id DESC LIMIT 1",
+            {"value": tree_size},
+        )
+    else:
+        return latest_checkpoint(db)
+    rows = run_dicts(db, f"SELECT {_COLUMNS} FROM {CHECKPOINTS} {query}", params)
+    return _row(rows[0]) if rows else None
+
+
+def _recheck_leaves(db: Database, after: int, size: int) -> None:
+    """Recompute leaves ``after .. size-1`` from the stored entries and compare with the tree."""
+    while after < size:
+        batch = read_entries(db, after, _RECHECK_BATCH, size)
+        if not batch:
+            raise CheckpointError(f"entries end at global_seq {after}, but the tree holds {size} leaves")
+        stored = fetch_nodes(db, [(0, row["global_seq"] - 1) for row in batch])
+        for row in batch:
+            seq = row["global_seq"]
+            try:
+                leaf = entry_leaf_hash(recompute_entry_hash(row))
+            except EntryCheckError as exc:
+                raise CheckpointError(
+                    f"entry global_seq {seq} (submission {row['submission_id']}): {exc}"
+                ) from None
+            if stored.get((0, seq - 1)) != leaf:
+                raise CheckpointError(
+                    f"leaf {seq - 1} of the tree does not match entry global_seq {seq} "
+                    f"(submission {row['submission_id']}); refusing to sign"
+                )
+        after = batch[-1]["global_seq"]
+
+
+def resolve_origin(db: Database, origin: str | None) -> str:
+    """The log's origin: the given one, else the stored checkpoints', else the env or the default."""
+    previous = latest_checkpoint(db)
+    chosen = origin or (previous.origin if previous else None) or os.environ.get(ORIGIN_ENV) or DEFAULT_ORIGIN
+    if previous is not None and previous.origin != chosen:
+        raise CheckpointError(f"the log's origin is {previous.origin!r}; refusing to sign as {chosen!r}")
+    return chosen
+
+
+def create_checkpoint(
+    engine: Engine,
+    private_key: Ed25519PrivateKey,
+    *,
+    origin: str | None = None,
+    now: datetime | None = None,
+) -> StoredCheckpoint:
+    """Catch the tree up, check it against the previous checkpoint, sign and store a checkpoint."""
+    public_key = private_key.public_key()
+    with engine.begin() as connection:
+        try:
+            catch_up_tree(connection)
+        except TreeError as exc:
+            raise CheckpointError(f"cannot extend the tree: {exc}") from None
+        chosen = resolve_origin(connection, origin)
+        size = tree_size(connection)
+        previous = latest_checkpoint(connection)
+        root = root_at(connection, size)
+        if previous is not None:
+            try:
+                opened = open_checkpoint(previous.note, public_key, chosen)
+            except NoteError as exc:
+                raise CheckpointError(
+                    f"previous checkpoint {previous.checkpoint_id} does not verify: {exc}"
+                ) from None
+            if (opened.tree_size, opened.root_hash) != (previous.tree_size, previous.root_hash):
+                raise CheckpointError(f"checkpoint row {previous.checkpoint_id} differs from its signed note")
+            if previous.tree_size > size:
+                raise CheckpointError(
+                    f"the tree ({size} leaves) is smaller than checkpoint {previous.checkpoint_id}"
+                )
+            proof = consistency_proof_at(connection, previous.tree_size, size)
+            if not verify_consistency(previous.tree_size, size, previous.root_hash, root, proof):
+                raise CheckpointError(
+                    f"the tree of {size} leaves is not consistent with checkpoint {previous.checkpoint_id} "
+                    f"(size {previous.tree_size}); refusing to sign"
+                )
+        _recheck_leaves(connection, previous.tree_size if previous else 0, size)
+        stamp = format_timestamp(now or datetime.now(UTC))
+        note = sign_checkpoint(Checkpoint(chosen, size, root, stamp), private_key)
+        rows = run_dicts(
+            connection,
+            f"INSERT INTO {CHECKPOINTS} (origin, tree_size, root_hash, signed_at, key_id, note) "
+            "VALUES (%(origin)s, %(size)s, %(root)s, %(signed_at)s, %(key_id)s, %(note)s) "
+            f"RETURNING {_COLUMNS}",
+            {
+                "origin": chosen,
+                "size": size,
+                "root": root,
+                "signed_at": datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC),
+                "key_id": key_id(chosen, public_key).hex(),
+                "note": note,
+            },
+        )
+        return _row(rows[0])
+
+
+def export_to_file(note: str, path: Path) -> Path:
+    """Write the signed note to ``path`` (a directory gets ``checkpoint-<size>-<time>.note``)."""
+    if path.is_dir():
+        lines = note.split("\n")
+        stamp = lines[3].removeprefix("timestamp ").replace(":", "") if len(lines) > 3 else "unknown"
+        path = path / f"checkpoint-{lines[1]}-{stamp}.note"
+    path.write_text(note, encoding="utf-8")
+    return path
+
+
+async def _publish(bootstrap: str, topic: str, notes: Sequence[tuple[str, str]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for key, note in notes:
+            await producer.send_and_wait(topic, note.encode("utf-8"), key=key.encode("utf-8"))
+    finally:
+        await producer.stop()
+
+
+def export_to_topic(notes: Sequence[tuple[str, str]], topic: str, bootstrap: str | None = None) -> None:
+    """Publish ``(key, note)`` pairs to a Kafka topic (bootstrap from ``LEDGER_KAFKA_BOOTSTRAP``)."""
+    servers = bootstrap or os.environ.get("LEDGER_KAFKA_BOOTSTRAP", "")
+    if not servers:
+        raise CheckpointError("no Kafka bootstrap: set LEDGER_KAFKA_BOOTSTRAP or pass --bootstrap")
+    try:
+        asyncio.run(_publish(servers, topic, notes))
+    except Exception as exc:
+        raise CheckpointError(f"could not publish to topic {topic!r} at {servers}: {exc}") from None

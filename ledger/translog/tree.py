@@ -1,0 +1,250 @@
+"""The ledger's RFC 6962 tree, stored as perfect subtrees in ``ledger_store.merkle_nodes``.
+
+* :func:`extend_tree` appends leaf hashes inside the caller's transaction. It reads the frontier
+  (the O(log n) right-edge perfect subtrees) with one query and writes every subtree the new
+  leaves complete with one more: about two rows per leaf, O(log n) per append.
+* :func:`catch_up_tree` adds the entries the tree does not cover yet, under the append lock,
+  recomputing every entry's hashes from its stored columns first. Idempotent.
+* :func:`root_at`, :func:`inclusion_proof_at` and :func:`consistency_proof_at` answer for any
+  size up to the tree size with one indexed query each: the engine's proof functions are first run
+  with placeholder hashes to learn which perfect subtrees they need (the shape of a proof depends
+  on the sizes and index only), then those rows are fetched in one ``unnest`` join.
+
+All tree math is :mod:`engine.merkle.rfc6962`; this module only stores and fetches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from engine.merkle.rfc6962 import (
+    Frontier,
+    consistency_proof_from_subtrees,
+    inclusion_proof_from_subtrees,
+    perfect_subtree_ranges,
+    root_from_subtrees,
+)
+from ledger.connect import APPEND_LOCK_KEY
+from ledger.models import STORE_SCHEMA
+from ledger.translog.db import Database, run, run_dicts
+from ledger.translog.leaves import EntryCheckError, entry_leaf_hash, recompute_entry_hash
+
+__all__ = [
+    "TreeError",
+    "catch_up_tree",
+    "consistency_proof_at",
+    "extend_tree",
+    "fetch_nodes",
+    "inclusion_proof_at",
+    "lock_appends",
+    "node_key",
+    "root_at",
+    "tree_size",
+]
+
+NODES = f"{STORE_SCHEMA}.merkle_nodes"
+ENTRIES = f"{STORE_SCHEMA}.entries"
+CATCH_UP_BATCH = 5000
+_PLACEHOLDER = b"\x00" * 32
+T = TypeVar("T")
+
+
+class TreeError(RuntimeError):
+    """The stored tree does not match the entries, or lacks a node it should have."""
+
+
+def node_key(start: int, end: int) -> tuple[int, int]:
+    """``(level, idx)`` of the perfect subtree over leaves ``[start, end)``."""
+    level = (end - start).bit_length() - 1
+    return level, start >> level
+
+
+def lock_appends(db: Database) -> None:
+    """Take the store's append lock for the rest of the current transaction."""
+    run(db, "SELECT pg_advisory_xact_lock(%(key)s)", {"key": APPEND_LOCK_KEY})
+
+
+def tree_size(db: Database) -> int:
+    """Number of leaves in the stored tree (one index probe)."""
+    value = run(db, f"SELECT max(idx) FROM {NODES} WHERE level = 0")[0][0]
+    return 0 if value is None else int(value) + 1
+
+
+def fetch_nodes(db: Database, keys: Iterable[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+    """The stored hashes of the given ``(level, idx)`` nodes, in one query; absent ones are left out."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    rows = run(
+        db,
+        "SELECT n.level, n.idx, n.hash FROM unnest(CAST(%(levels)s AS smallint[]), CAST(%(idxs)s AS bigint[])) "
+        f"AS k(level, idx) JOIN {NODES} n ON n.level = k.level AND n.idx = k.idx",
+        {"levels": [level for level, _ in wanted], "idxs": [idx for _, idx in wanted]},
+    )
+    return {(int(level), int(idx)): bytes(value) for level, idx, value in rows}
+
+
+def _with_stored_subtrees(db: Database, compute: Callable[[Callable[[int, int], bytes]], T]) -> T:
+    """Run ``compute(get_subtree_hash)`` against the stored tree with a single fetch."""
+    needed: list[tuple[int, int]] = []
+
+    def record(start: int, end: int) -> bytes:
+        needed.append(node_key(start, end))
+        return _PLACEHOLDER
+
+    compute(record)
+    stored = fetch_nodes(db, needed)
+
+    def lookup(start: int, end: int) -> bytes:
+        key = node_key(start, end)
+        if key not in stored:
+            raise TreeError(f"merkle node level {key[0]} idx {key[1]} (leaves {start}..{end - 1}) is missing")
+        return stored[key]
+
+    return compute(lookup)
+
+
+def _check_size(db: Database, *sizes: int) -> None:
+    size = tree_size(db)
+    for wanted in sizes:
+        if wanted > size:
+            raise TreeError(f"tree size {wanted} asked for, but the tree holds {size} leaves")
+
+
+def root_at(db: Database, size: int) -> bytes:
+    """Root hash of the first ``size`` leaves."""
+    _check_size(db, size)
+    return _with_stored_subtrees(db, lambda get: root_from_subtrees(size, get))
+
+
+def inclusion_proof_at(db: Database, index: int, size: int) -> list[bytes]:
+    """Audit path of leaf ``index`` in the tree of ``size`` leaves."""
+    _check_size(db, size)
+    return _with_stored_subtrees(db, lambda get: inclusion_proof_from_subtrees(index, size, get))
+
+
+def consistency_proof_at(db: Database, old_size: int, new_size: int) -> list[bytes]:
+    """Consistency proof from ``old_size`` to ``new_size`` leaves."""
+    _check_size(db, new_size)
+    return _with_stored_subtrees(db, lambda get: consistency_proof_from_subtrees(old_size, new_size, get))
+
+
+def _load_frontier(db: Database, size: int) -> Frontier | None:
+    """The frontier of ``size`` leaves, checking in the same query that the tree has exactly ``size``.
+
+    None when the tree is behind (it lacks leaf ``size - 1``).
+    """
+    keys = [node_key(start, end) for start, end in perfect_subtree_ranges(0, size)]
+    probes = [(0, size)] + ([(0, size - 1)] if size else [])
+    stored = fetch_nodes(db, keys + probes)
+    if (0, size) in stored:
+        raise TreeError(f"the tree already holds leaf {size}: it is ahead of the entries being appended")
+    if size and (0, size - 1) not in stored:
+        return None
+    missing = [key for key in keys if key not in stored]
+    if missing:
+        raise TreeError(f"frontier node level {missing[0][0]} idx {missing[0][1]} is missing")
+    return Frontier(size, tuple(stored[key] for key in keys))
+
+
+def extend_tree(db: Database, new_leaf_hashes: Sequence[bytes], start_index: int) -> Frontier:
+    """Append leaf hashes for leaves ``start_index, start_index + 1, ...``; returns the new frontier.
+
+    Call inside the transaction (and under the append lock) that inserts the entries. If the tree
+    is behind ``start_index`` (entries appended before the hook existed), it first catches up from
+    the stored entries. Raises :class:`TreeError` if the tree is ahead or damaged.
+    """
+    frontier = _load_frontier(db, start_index)
+    if frontier is None:
+        catch_up_tree(db, upto=start_index, lock=False)
+        frontier = _load_frontier(db, start_index)
+        if frontier is None:
+            raise TreeError(f"the tree cannot reach leaf {start_index}: entries before it are missing")
+    levels: list[int] = []
+    idxs: list[int] = []
+    hashes: list[bytes] = []
+    for value in new_leaf_hashes:
+        frontier, completed = frontier.append_with_subtrees(value)
+        for subtree in completed:
+            level, idx = node_key(subtree.start, subtree.end)
+            levels.append(level)
+            idxs.append(idx)
+            hashes.append(subtree.hash)
+    if levels:
+        run(
+            db,
+            f"INSERT INTO {NODES} (level, idx, hash) SELECT * FROM "
+            "unnest(CAST(%(levels)s AS smallint[]), CAST(%(idxs)s AS bigint[]), CAST(%(hashes)s AS bytea[]))",
+            {"levels": levels, "idxs": idxs, "hashes": hashes},
+        )
+    return frontier
+
+
+def append_entries_to_tree(db: Database, entries: Sequence[Any]) -> Frontier | None:
+    """Hook for the append path: extend the tree with just-inserted entries, in ``global_seq`` order.
+
+    ``entries`` are objects or mappings with ``global_seq`` and ``entry_hash`` (``0x`` hex).
+    """
+    if not entries:
+        return None
+
+    def get(entry: Any, name: str) -> Any:
+        return entry[name] if isinstance(entry, dict) else getattr(entry, name)
+
+    ordered = sorted(entries, key=lambda entry: int(get(entry, "global_seq")))
+    first = int(get(ordered[0], "global_seq"))
+    for offset, entry in enumerate(ordered):
+        if int(get(entry, "global_seq")) != first + offset:
+            raise TreeError(f"entries to append are not consecutive at global_seq {get(entry, 'global_seq')}")
+    leaves = [entry_leaf_hash(str(get(entry, "entry_hash"))) for entry in ordered]
+    return extend_tree(db, leaves, first - 1)
+
+
+ENTRY_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, "
+    "entry_hash, engine_version"
+)
+
+
+def read_entries(
+    db: Database, after_seq: int, limit: int, upto_seq: int | None = None
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` entries with ``global_seq > after_seq`` (and ``<= upto_seq``), in order."""
+    bound = "" if upto_seq is None else " AND global_seq <= %(upto)s"
+    return run_dicts(
+        db,
+        f"SELECT {ENTRY_COLUMNS} FROM {ENTRIES} WHERE global_seq > %(after)s{bound} "
+        "ORDER BY global_seq LIMIT %(limit)s",
+        {"after": after_seq, "limit": limit, "upto": upto_seq},
+    )
+
+
+def catch_up_tree(db: Database, *, upto: int | None = None, lock: bool = True) -> int:
+    """Add leaves for stored entries beyond the tree (up to ``global_seq <= upto``); returns how many.
+
+    Takes the append lock (unless the caller holds it), so it never races an append. Every entry's
+    hashes are recomputed from its columns before it becomes a leaf: the log refuses to commit to
+    an entry whose stored hashes do not match its content.
+    """
+    if lock:
+        lock_appends(db)
+    added = 0
+    size = tree_size(db)
+    while True:
+        batch = read_entries(db, size, CATCH_UP_BATCH, upto)
+        if not batch:
+            return added
+        leaves = []
+        for offset, row in enumerate(batch):
+            if row["global_seq"] != size + offset + 1:
+                raise TreeError(f"entries jump from global_seq {size + offset} to {row['global_seq']}")
+            try:
+                leaves.append(entry_leaf_hash(recompute_entry_hash(row)))
+            except EntryCheckError as exc:
+                raise TreeError(
+                    f"entry global_seq {row['global_seq']} (submission {row['submission_id']}): {exc}"
+                ) from None
+        extend_tree(db, leaves, size)
+        size += len(leaves)
+        added += len(leaves)

@@ -1,0 +1,145 @@
+"""The log commands end to end: keygen, checkpoint (file and Kafka export), prove, export-log,
+verify-log, and audit-log checking their output with no database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.cli import main
+from ledger.settings import get_settings
+from ledger.store import LedgerStore
+from tests.integration.ledger_factories import audited
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(migrated_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Ledger settings for the CLI and a fresh key; returns the private key path."""
+    key = tmp_path / "keys" / "log.key"
+    monkeypatch.setenv("LEDGER_DATABASE_URL", migrated_database_url)
+    monkeypatch.setenv("LEDGER_SIGNING_KEY", str(key))
+    get_settings.cache_clear()
+    assert main(["keygen", "--out", str(key)]) == 0
+    yield key
+    get_settings.cache_clear()
+
+
+def _append(store: LedgerStore, keys: list[str]) -> list[Any]:
+    return [store.append(audited(key)) for key in keys]
+
+
+def test_checkpoint_signs_stores_and_writes_the_note(
+    env: Path, ledger_store: LedgerStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _append(ledger_store, ["a", "b"])
+    assert main(["checkpoint", "--out", str(tmp_path / "cp.note")]) == 0
+    note = (tmp_path / "cp.note").read_text()
+    assert capsys.readouterr().out == note
+    assert note.split("\n")[1] == str(ledger_store.max_seq())
+    assert main(["audit-log", "--public-key", f"{env}.pub", str(tmp_path / "cp.note")]) == 0
+
+
+def test_checkpoint_without_a_key_is_refused(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("LEDGER_SIGNING_KEY")
+    get_settings.cache_clear()
+    assert main(["checkpoint"]) == 1
+    assert "no signing key" in capsys.readouterr().err
+
+
+def test_proofs_from_prove_pass_audit_log_and_a_tampered_one_fails(
+    env: Path, ledger_store: LedgerStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = _append(ledger_store, ["p1", "p2", "p3"])
+    assert main(["checkpoint"]) == 0
+    old_size = ledger_store.max_seq()
+    _append(ledger_store, ["p4"])
+    assert main(["checkpoint"]) == 0
+    new_size = ledger_store.max_seq()
+    proofs = tmp_path / "proofs"
+    proofs.mkdir()
+    assert main(["prove", "4", "--with-payload", "--out", str(proofs / "entry4.json")]) == 0
+    assert main(["prove", results[1].submission_id, "--out", str(proofs / "submission.json")]) == 0
+    assert main(["prove", "p3", "--out", str(proofs / "by-key.json")]) == 0
+    args = ["prove", "--consistency", str(old_size), str(new_size), "--out", str(proofs / "consistency.json")]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["audit-log", "--public-key", f"{env}.pub", str(proofs)]) == 0
+    report = capsys.readouterr().out
+    assert "audit passed" in report and "global_seq 4" in report
+
+    bundle = json.loads((proofs / "entry4.json").read_text())
+    bundle["entry"]["payload_canonical"] = bundle["entry"]["payload_canonical"].replace("step", "stop", 1)
+    (proofs / "entry4.json").write_text(json.dumps(bundle))
+    assert main(["audit-log", "--public-key", f"{env}.pub", str(proofs)]) == 1
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and "entry4.json" in failed[0] and "payload_hash" in failed[0]
+
+
+def test_prove_names_what_it_cannot_prove(
+    env: Path, ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _append(ledger_store, ["n1"])
+    assert main(["prove", "1"]) == 1
+    assert "no checkpoint yet" in capsys.readouterr().err
+    assert main(["checkpoint"]) == 0
+    _append(ledger_store, ["n2"])
+    assert main(["prove", str(ledger_store.max_seq())]) == 1
+    assert "not covered by checkpoint" in capsys.readouterr().err
+    assert main(["prove", "999999"]) == 1
+    assert main(["prove", "--consistency", "5", "2"]) == 1
+
+
+def test_export_log_gives_an_auditor_everything_to_check_the_history(
+    env: Path, ledger_store: LedgerStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for batch in (["e1"], ["e2", "e3"], ["e4"]):
+        _append(ledger_store, batch)
+        assert main(["checkpoint"]) == 0
+    assert main(["export-log", "--out", str(tmp_path / "export"), "--with-payload"]) == 0
+    capsys.readouterr()
+    assert main(["audit-log", "--public-key", f"{env}.pub", str(tmp_path / "export")]) == 0
+    out = capsys.readouterr().out
+    assert "3 checkpoint(s) form one append-only history" in out
+    assert sorted(p.name for p in (tmp_path / "export" / "proofs").iterdir())[0].startswith("consistency-")
+
+
+def test_verify_log_passes_on_an_untouched_ledger(
+    env: Path, ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _append(ledger_store, ["v1", "v2"])
+    assert main(["checkpoint"]) == 0
+    _append(ledger_store, ["v3"])
+    assert main(["verify-log"]) == 0
+    assert "tree_behind" in capsys.readouterr().out  # v3 is not in the tree until the next checkpoint
+
+
+def test_checkpoints_published_to_kafka_are_audited_from_the_topic(
+    env: Path,
+    ledger_store: LedgerStore,
+    kafka_bootstrap: str,
+    topic_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _append(ledger_store, ["k1"])
+    assert main(["checkpoint", "--topic", topic_name, "--bootstrap", kafka_bootstrap]) == 0
+    old_size = ledger_store.max_seq()
+    _append(ledger_store, ["k2"])
+    assert main(["checkpoint", "--topic", topic_name, "--bootstrap", kafka_bootstrap]) == 0
+    capsys.readouterr()
+    audit = ["audit-log", "--public-key", f"{env}.pub", "--topic", topic_name, "--bootstrap", kafka_bootstrap]
+    assert main(audit) == 1  # two signed sizes, and nothing yet proves the older a prefix of the newer
+    assert "not proven consistent" in capsys.readouterr().out
+    proof = tmp_path / "consistency.json"
+    assert (
+        main(["prove", "--consistency", str(old_size), str(ledger_store.max_seq()), "--out", str(proof)]) == 0
+    )
+    assert main([*audit, str(proof)]) == 0
+    assert "topic " in capsys.readouterr().out

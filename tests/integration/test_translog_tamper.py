@@ -1,0 +1,174 @@
+"""A database superuser rewrites a committed entry behind the triggers' back
+(``session_replication_role = replica``). The exported, signed checkpoint still catches it and
+the check names the first bad leaf: its global_seq and its submission."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import Engine
+
+from ledger.cli import main
+from ledger.connect import create_ledger_engine, libpq_url
+from ledger.hashing import entry_hash, payload_hash
+from ledger.settings import get_settings
+from ledger.store import LedgerStore
+from ledger.translog.checkpoints import CheckpointError, create_checkpoint
+from ledger.translog.keys import generate_key_files, load_private_key
+from ledger.translog.tree import append_entries_to_tree, catch_up_tree
+from ledger.translog.verify import verify_checkpoints
+from tests.integration.ledger_factories import audited
+
+pytestmark = pytest.mark.integration
+
+TAMPERED_SEQ = 9
+
+
+@pytest.fixture
+def engine(migrated_database_url: str) -> Iterator[Engine]:
+    engine = create_ledger_engine(migrated_database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Ed25519PrivateKey:
+    generate_key_files(tmp_path / "log.key")
+    return load_private_key(tmp_path / "log.key")
+
+
+def _superuser(url: str, *statements: tuple[str, tuple[object, ...]]) -> None:
+    with psycopg.connect(libpq_url(url)) as conn, conn.transaction():
+        if not conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]:
+            pytest.skip("the test database user is not a superuser")
+        conn.execute("SET LOCAL session_replication_role = replica")  # ordinary triggers stop firing
+        for statement, params in statements:
+            conn.execute(statement, params)
+
+
+def _rewrite_entry(url: str, seq: int) -> str:
+    """Change an entry's payload and recompute its payload_hash and entry_hash, as an attacker would."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT submission_id, stream_seq, kind, prev_hash, engine_version, payload_canonical "
+            "FROM ledger_store.entries WHERE global_seq = %s",
+            (seq,),
+        ).fetchone()
+    submission, stream_seq, kind, prev_hash, version, payload = row
+    forged = payload[:-1] + ',"zz_forged":true}'
+    forged_hash = entry_hash(submission, stream_seq, kind, payload_hash(forged), prev_hash, version)
+    _superuser(
+        url,
+        (
+            "UPDATE ledger_store.entries SET payload_canonical = %s, payload_hash = %s, entry_hash = %s "
+            "WHERE global_seq = %s",
+            (forged, payload_hash(forged), forged_hash, seq),
+        ),
+    )
+    return str(submission)
+
+
+def _ledger_with_exported_checkpoint(store: LedgerStore, engine: Engine, key: Ed25519PrivateKey) -> str:
+    for name in ("t1", "t2", "t3"):
+        store.append(audited(name))
+    return create_checkpoint(engine, key).note  # the copy kept outside the database
+
+
+def test_rewritten_entry_fails_against_the_exported_checkpoint_naming_the_first_bad_leaf(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    exported = _ledger_with_exported_checkpoint(ledger_store, engine, key)
+    assert (
+        verify_checkpoints(engine, public_key=key.public_key(), external_notes=[("cp.note", exported)]) == []
+    )
+    submission = _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
+
+    problems = verify_checkpoints(engine, public_key=key.public_key(), external_notes=[("cp.note", exported)])
+    mismatches = [p for p in problems if p.code == "checkpoint_root_mismatch"]
+    assert {p.checkpoint for p in mismatches} == {"checkpoint 1", "exported checkpoint cp.note"}
+    for problem in mismatches:
+        assert (problem.global_seq, problem.submission_id) == (TAMPERED_SEQ, submission)
+        assert f"first bad leaf: index {TAMPERED_SEQ - 1}, entry global_seq {TAMPERED_SEQ}" in problem.message
+    (leaf,) = [p for p in problems if p.code == "leaf_mismatch"]
+    assert leaf.global_seq == TAMPERED_SEQ
+
+
+def test_a_new_checkpoint_still_commits_to_the_original_entry(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    exported = _ledger_with_exported_checkpoint(ledger_store, engine, key)
+    _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
+    again = create_checkpoint(engine, key)  # the tree was built from the original entry
+    assert again.note.split("\n")[:3] == exported.split("\n")[:3]
+    problems = verify_checkpoints(engine, public_key=key.public_key())
+    assert {p.checkpoint for p in problems if p.code == "checkpoint_root_mismatch"} == {
+        "checkpoint 1",
+        "checkpoint 2",
+    }
+
+
+def test_signing_refuses_an_entry_rewritten_after_its_leaf_was_appended(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    _ledger_with_exported_checkpoint(ledger_store, engine, key)
+    newer = list(ledger_store.append(audited("t4")).entries)
+    with engine.begin() as connection:  # what the append hook does in the append transaction
+        append_entries_to_tree(connection, newer)
+    _rewrite_entry(migrated_database_url, newer[1].global_seq)
+    with pytest.raises(CheckpointError, match=f"entry global_seq {newer[1].global_seq}"):
+        create_checkpoint(engine, key)
+
+
+def test_rewriting_the_tree_and_checkpoints_too_is_still_caught_by_the_exported_checkpoint(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    exported = _ledger_with_exported_checkpoint(ledger_store, engine, key)
+    _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
+    _superuser(
+        migrated_database_url,
+        ("DELETE FROM ledger_store.merkle_nodes", ()),
+        ("DELETE FROM ledger_store.merkle_checkpoints", ()),
+    )
+    with engine.begin() as connection:
+        catch_up_tree(connection)
+    create_checkpoint(engine, key)  # the key holder re-signs the rewritten history
+    problems = verify_checkpoints(engine, public_key=key.public_key(), external_notes=[("cp.note", exported)])
+    codes = {p.code for p in problems}
+    assert "split_view" in codes
+    (mismatch,) = [p for p in problems if p.code == "checkpoint_root_mismatch"]
+    assert mismatch.checkpoint == "exported checkpoint cp.note"
+    assert "rewritten too" in mismatch.message
+
+
+def test_verify_log_command_reports_the_tampered_entry(
+    ledger_store: LedgerStore,
+    engine: Engine,
+    key: Ed25519PrivateKey,
+    migrated_database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "cp.note").write_text(_ledger_with_exported_checkpoint(ledger_store, engine, key))
+    submission = _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
+    monkeypatch.setenv("LEDGER_DATABASE_URL", migrated_database_url)
+    get_settings.cache_clear()
+    try:
+        args = [
+            "verify-log",
+            "--public-key",
+            str(tmp_path / "log.key.pub"),
+            "--checkpoint",
+            str(tmp_path / "cp.note"),
+        ]
+        assert main(args) == 1
+        assert main(["prove", str(TAMPERED_SEQ)]) == 1
+    finally:
+        get_settings.cache_clear()
+    out = capsys.readouterr()
+    assert f"entry global_seq {TAMPERED_SEQ}, submission {submission}" in out.out
+    assert "does not verify against checkpoint" in out.err

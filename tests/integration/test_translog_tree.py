@@ -1,0 +1,164 @@
+"""The stored RFC 6962 tree: equal to the reference tree, maintained incrementally, append-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, event, text
+
+import ledger.translog.tables  # noqa: F401  (registers the tables on the store's metadata)
+from engine.merkle.rfc6962 import consistency_proof, inclusion_proof, root_from_leaf_hashes
+from ledger.connect import create_ledger_engine, libpq_url
+from ledger.migration import downgrade, include_name, upgrade
+from ledger.models import metadata
+from ledger.store import LedgerStore
+from ledger.translog.leaves import entry_leaf_hash
+from ledger.translog.tree import (
+    TreeError,
+    append_entries_to_tree,
+    catch_up_tree,
+    consistency_proof_at,
+    inclusion_proof_at,
+    lock_appends,
+    root_at,
+    tree_size,
+)
+from tests.integration.ledger_factories import audited
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def engine(migrated_database_url: str) -> Iterator[Engine]:
+    engine = create_ledger_engine(migrated_database_url)
+    yield engine
+    engine.dispose()
+
+
+def _append(store: LedgerStore, count: int, prefix: str = "s") -> list[Any]:
+    return [
+        entry
+        for i in range(count)
+        for entry in store.append(audited(f"{prefix}{i}", steps=1 + i % 4)).entries
+    ]
+
+
+def _hook(url: str, entries: list[Any], role: str | None = None) -> None:
+    """What the store's append transaction does: lock, then extend the tree on its cursor."""
+    with psycopg.connect(libpq_url(url)) as conn, conn.transaction(), conn.cursor() as cur:
+        if role:
+            cur.execute(f"SET LOCAL ROLE {role}")
+        lock_appends(cur)
+        append_entries_to_tree(cur, entries)
+
+
+def test_stored_tree_equals_the_reference_tree_for_every_size(
+    ledger_store: LedgerStore, engine: Engine
+) -> None:
+    entries = _append(ledger_store, 6)
+    with engine.begin() as connection:
+        assert catch_up_tree(connection) == len(entries)
+    leaves = [entry_leaf_hash(entry.entry_hash) for entry in entries]
+    with engine.connect() as connection:
+        assert tree_size(connection) == len(leaves)
+        for size in range(len(leaves) + 1):
+            assert root_at(connection, size) == root_from_leaf_hashes(leaves[:size])
+            for index in range(size):
+                assert inclusion_proof_at(connection, index, size) == inclusion_proof(leaves[:size], index)
+            for old in range(0, size + 1, 3):
+                assert consistency_proof_at(connection, old, size) == consistency_proof(leaves, old, size)
+        with pytest.raises(TreeError, match="tree holds"):
+            root_at(connection, len(leaves) + 1)
+
+
+def test_catch_up_is_idempotent(ledger_store: LedgerStore, engine: Engine) -> None:
+    _append(ledger_store, 2)
+    with engine.begin() as connection:
+        assert catch_up_tree(connection) > 0
+    with engine.begin() as connection:
+        assert catch_up_tree(connection) == 0
+
+
+def test_the_append_hook_extends_the_tree_as_the_writer_role_with_about_two_rows_per_leaf(
+    ledger_store: LedgerStore, engine: Engine, migrated_database_url: str
+) -> None:
+    appended: list[Any] = []
+    for i in range(5):
+        result = ledger_store.append(audited(f"hook{i}"))
+        _hook(migrated_database_url, list(result.entries), role="ledger_writer")
+        appended.extend(result.entries)
+    n = len(appended)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT count(*) FROM ledger_store.merkle_nodes")).scalar()
+        assert rows == 2 * n - n.bit_count()
+        assert root_at(connection, n) == root_from_leaf_hashes(
+            [entry_leaf_hash(e.entry_hash) for e in appended]
+        )
+
+
+def test_the_hook_catches_up_first_when_entries_predate_it(
+    ledger_store: LedgerStore, engine: Engine, migrated_database_url: str
+) -> None:
+    earlier = _append(ledger_store, 3)
+    latest = list(ledger_store.append(audited("late")).entries)
+    _hook(migrated_database_url, latest)
+    with engine.connect() as connection:
+        leaves = [entry_leaf_hash(e.entry_hash) for e in [*earlier, *latest]]
+        assert root_at(connection, len(leaves)) == root_from_leaf_hashes(leaves)
+
+
+def test_extending_past_entries_already_in_the_tree_is_refused(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
+    entries = list(ledger_store.append(audited("once")).entries)
+    _hook(migrated_database_url, entries)
+    with pytest.raises(TreeError, match="ahead"):
+        _hook(migrated_database_url, entries)
+
+
+def test_merkle_tables_refuse_update_delete_and_truncate(ledger_store: LedgerStore, engine: Engine) -> None:
+    _append(ledger_store, 1)
+    with engine.begin() as connection:
+        catch_up_tree(connection)
+    for statement in (
+        "UPDATE ledger_store.merkle_nodes SET hash = hash",
+        "DELETE FROM ledger_store.merkle_nodes",
+        "TRUNCATE ledger_store.merkle_nodes",
+    ):
+        with pytest.raises(Exception, match="append-only"), engine.begin() as connection:
+            connection.execute(text(statement))
+
+
+def test_a_proof_costs_one_indexed_query_after_the_size_probe(
+    ledger_store: LedgerStore, engine: Engine
+) -> None:
+    _append(ledger_store, 4)
+    with engine.begin() as connection:
+        catch_up_tree(connection)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    with engine.connect() as connection:
+        size = tree_size(connection)
+        statements.clear()
+        inclusion_proof_at(connection, 3, size)
+        consistency_proof_at(connection, 5, size)
+    assert len(statements) == 4  # per proof: the size probe, then one fetch of every node it needs
+
+
+def test_models_and_migration_agree_on_the_log_tables(engine: Engine) -> None:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"include_schemas": True, "include_name": include_name, "compare_type": True}
+        )
+        diffs = [diff for diff in compare_metadata(context, metadata) if "merkle" in repr(diff)]
+    assert diffs == []
+
+
+def test_the_migration_downgrades_and_upgrades_again(migrated_database_url: str) -> None:
+    downgrade(migrated_database_url, "0002")
+    upgrade(migrated_database_url)

@@ -17,7 +17,6 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 
 LEDGER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
-    "ledger.cli.audit",
     "ledger.cli.migrate",
     "ledger.cli.translog",
 )

@@ -1,0 +1,94 @@
+"""The one deterministic pipeline: Auditor → Judge → PoR commitments.
+
+``run_pipeline`` is pure: the same PromptSpec and EvidenceBundle give a byte-identical
+:class:`PipelineResult` (``canonical_json()``) in every process, whatever ``PYTHONHASHSEED``, time
+zone or locale. Consumers call it to produce artifacts and ``ledger replay`` calls it to re-prove them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from engine.auditor import AuditorAgent
+from engine.canonical import dumps_canonical
+from engine.commitments import compute_roots, step_hash
+from engine.judge import JudgeAgent, locate_evaluation_variables
+from engine.schemas import (
+    DeterministicVerdict,
+    EvidenceBundle,
+    PoRRoots,
+    PromptSpec,
+    ReasoningTrace,
+    VerificationResult,
+)
+from engine.version import ENGINE_VERSION
+
+__all__ = ["Auditor", "Judge", "PipelineResult", "run_pipeline"]
+
+
+class Auditor(Protocol):
+    """Anything that audits like :class:`engine.auditor.AuditorAgent`."""
+
+    def audit(
+        self, prompt_spec: PromptSpec, evidence: EvidenceBundle
+    ) -> tuple[ReasoningTrace, VerificationResult]: ...
+
+
+class Judge(Protocol):
+    """Anything that judges like :class:`engine.judge.JudgeAgent`."""
+
+    def judge(
+        self, prompt_spec: PromptSpec, evidence: EvidenceBundle, trace: ReasoningTrace
+    ) -> tuple[DeterministicVerdict, VerificationResult]: ...
+
+
+class PipelineResult(BaseModel):
+    """Everything one run commits to, plus the checks behind it. Immutable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    trace: ReasoningTrace
+    audit_verification: VerificationResult
+    verdict: DeterministicVerdict
+    judge_verification: VerificationResult
+    roots: PoRRoots
+    step_hashes: list[str]
+    evaluation_variables: dict[str, Any] | None = None
+    engine_version: str
+
+    def canonical_json(self) -> str:
+        """Canonical JSON of the whole result (the replay and determinism tests compare these bytes)."""
+        return dumps_canonical(self)
+
+
+def _evaluation_variables(trace: ReasoningTrace) -> dict[str, Any] | None:
+    source = locate_evaluation_variables(trace)
+    return None if source is None else dict(source.raw)
+
+
+def run_pipeline(
+    prompt_spec: PromptSpec,
+    evidence: EvidenceBundle,
+    *,
+    auditor: Auditor | None = None,
+    judge: Judge | None = None,
+) -> PipelineResult:
+    """Audit, judge and commit. Defaults: ``AuditorAgent()`` and ``JudgeAgent()``."""
+    if auditor is None:
+        auditor = AuditorAgent()
+    if judge is None:
+        judge = JudgeAgent()
+    trace, audit_verification = auditor.audit(prompt_spec, evidence)
+    verdict, judge_verification = judge.judge(prompt_spec, evidence, trace)
+    return PipelineResult(
+        trace=trace,
+        audit_verification=audit_verification,
+        verdict=verdict,
+        judge_verification=judge_verification,
+        roots=compute_roots(prompt_spec, evidence, trace, verdict),
+        step_hashes=[step_hash(step) for step in trace.steps],
+        evaluation_variables=_evaluation_variables(trace),
+        engine_version=ENGINE_VERSION,
+    )

@@ -132,6 +132,10 @@ class ResultCache:
         """The Redis key for a cache key: prefix, namespace, digest."""
         return f"{_REDIS_PREFIX}:{self.namespace}:{key}"
 
+    def _bump(self, counter: str) -> None:
+        with self._lock:
+            setattr(self, counter, getattr(self, counter) + 1)
+
     def _fresh(self, created_at: float, now: float) -> bool:
         age = now - created_at
         return 0.0 <= age <= self.ttl_seconds
@@ -152,9 +156,9 @@ class ResultCache:
             if entry is not None:
                 self._remember(key, entry)
         if entry is None:
-            self.misses += 1
+            self._bump("misses")
             return None
-        self.hits += 1
+        self._bump("hits")
         data = json.loads(entry.payload)
         data["cached"] = True
         return ReasoningResult.model_validate(data)
@@ -211,7 +215,7 @@ class ResultCache:
         return self._redis is not None and self._clock() >= self._redis_retry_at
 
     def _redis_failed(self, operation: str, exc: BaseException) -> None:
-        self.redis_errors += 1
+        self._bump("redis_errors")
         self._redis_retry_at = self._clock() + self._redis_cooldown
         log.warning(
             "reasoning cache: Redis %s failed (%s); serving from the in-process LRU only",
@@ -230,12 +234,12 @@ class ResultCache:
             entry = self._decode(raw, key)
             if entry is None or not self._fresh(entry.created_at, now):
                 self._redis.delete(redis_key)
-                self.expirations += 1
+                self._bump("expirations")
                 return None
         except Exception as exc:  # any Redis or socket failure degrades to LRU-only
             self._redis_failed("get", exc)
             return None
-        self.redis_hits += 1
+        self._bump("redis_hits")
         return entry
 
     @staticmethod

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import decimal
 import re
+import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -104,7 +105,9 @@ def _check_text(text: object) -> str:
 def _parse(text: object) -> tuple[ast.Expression, str]:
     source = _check_text(text)
     try:
-        tree = ast.parse(source, mode="eval")
+        with warnings.catch_warnings():  # untrusted text must not spam SyntaxWarnings into logs
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
         raise FormulaError("syntax", f"not a valid expression ({type(exc).__name__})") from None
     return tree, source
@@ -239,7 +242,7 @@ def format_decimal(value: Decimal) -> str:
 
 
 def formula_operators(text: str) -> list[str]:
-    """The operators a valid arithmetic formula uses, in first-use order (``[]`` if refused)."""
+    """The operators a formula uses, in a fixed breadth-first order (``[]`` if it cannot be parsed)."""
     try:
         tree, _ = _parse(text)
         _check_shape(tree)

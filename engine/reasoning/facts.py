@@ -98,78 +98,21 @@ _NUMBER = re.compile(
 )
 _FORMULA_NUMBER = re.compile(r"(?<![\w.])(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][+-]?\d+)?")
 _ENTITY = re.compile(r"\b[A-Z][a-z]+\b")
-_NOT_ENTITIES = frozenset(
-    [
-        "A",
-        "An",
-        "And",
-        "After",
-        "Also",
-        "At",
-        "Before",
-        "But",
-        "Calculate",
-        "Compute",
-        "Each",
-        "Every",
-        "Find",
-        "For",
-        "He",
-        "Her",
-        "His",
-        "How",
-        "I",
-        "If",
-        "In",
-        "It",
-        "Its",
-        "Of",
-        "On",
-        "She",
-        "So",
-        "That",
-        "The",
-        "Their",
-        "Then",
-        "There",
-        "These",
-        "They",
-        "This",
-        "To",
-        "Twice",
-        "We",
-        "What",
-        "When",
-        "Where",
-        "Which",
-        "Who",
-        "Why",
-        "With",
-        "You",
-    ]
-)
+# fmt: off
+_NOT_ENTITIES = frozenset((
+    "A", "An", "And", "After", "Also", "At", "Before", "But", "Calculate", "Compute", "Each",
+    "Every", "Find", "For", "He", "Her", "His", "How", "I", "If", "In", "It", "Its", "Of", "On",
+    "She", "So", "That", "The", "Their", "Then", "There", "These", "They", "This", "To", "Twice",
+    "We", "What", "When", "Where", "Which", "Who", "Why", "With", "You",
+))
 _UNIT_AFTER_NUMBER = re.compile(r"\d(?:[\d,.]*\d)?\s+([A-Za-z]+)")
 _HOW_MANY = re.compile(r"\bhow\s+many\s+([A-Za-z]+)", re.IGNORECASE)
 _CURRENCY = (("$", "USD"), ("€", "EUR"), ("£", "GBP"))
-_UNIT_STOP = frozenset(
-    [
-        "and",
-        "or",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "with",
-        "more",
-        "less",
-        "percent",
-        "per",
-        "cent",
-        "times",
-    ]
-)
+_UNIT_STOP = frozenset((
+    "and", "or", "of", "in", "on", "at", "to", "for", "with", "more", "less", "percent", "per",
+    "cent", "times",
+))
+# fmt: on
 
 
 def ordered_operations(found: set[str] | list[str]) -> list[str]:

@@ -276,3 +276,11 @@ def test_fuzz_evaluator_on_random_asts_raises_only_formula_error(node: ast.expr)
         return
     with contextlib.suppress(FormulaError):
         evaluate_formula(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ALPHABET, max_size=40).map("".join), st.lists(_ALPHABET, max_size=40).map("".join))
+def test_fuzz_formulas_equivalent_never_raises(first: str, second: str) -> None:
+    outcome = formulas_equivalent(first, second)
+    assert isinstance(outcome.equivalent, bool) and outcome.reason
+    assert formulas_equivalent(second, first).equivalent == outcome.equivalent

@@ -1,0 +1,95 @@
+"""The Auditor (Module 06): a deterministic, checkable reasoning trace for one evidence bundle.
+
+``AuditorAgent.audit(prompt_spec, evidence)`` follows the module's algorithm: build a strict,
+bounded :class:`TracePolicy`; extract claims; run logic sanity and contradiction checks; reconcile
+sources under each requirement's selection policy; deduce the evaluation state; lay it out as
+grounded steps; verify the trace against its policy; return ``(trace, verification)``.
+
+The auditor never decides YES/NO/INVALID. It is pure: no clock, environment, network or
+randomness, and no iteration over sets into output, so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from engine.auditor.analysis import analyse
+from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
+from engine.auditor.reasoning.claim_extraction import ClaimExtractor
+from engine.auditor.trace_builder import build_steps
+from engine.auditor.verification.logic_sanity import LogicSanityChecker
+from engine.auditor.verification.trace_policy import TracePolicyVerifier
+from engine.schemas import (
+    CheckResult,
+    EvidenceBundle,
+    PromptSpec,
+    ReasoningTrace,
+    TracePolicy,
+    VerificationResult,
+)
+
+__all__ = ["AuditorAgent", "trace_id_for"]
+
+
+def trace_id_for(bundle_id: str) -> str:
+    """Cournot's trace id: ``trace_`` + the first 8 bytes of ``sha256(bundle_id)`` as hex."""
+    return "trace_" + hashlib.sha256(bundle_id.encode("utf-8")).hexdigest()[:16]
+
+
+class AuditorAgent:
+    """Deterministic rule-based auditor.
+
+    ``llm`` is accepted for interface compatibility with Cournot's agents and is never called: the
+    audit path is rule-based, so ``decoding_policy`` is always ``strict`` (see ``dspy_programs`` for
+    the optional, unused scaffold). ``ctx`` is accepted and ignored for the same reason; the audit
+    reads no clock.
+    """
+
+    role = "auditor"
+
+    def __init__(
+        self, llm: Any | None = None, *, name: str | None = None, config: AuditConfig | None = None
+    ) -> None:
+        self.llm = llm
+        self.name = name or DEFAULT_AUDITOR_NAME
+        self.config = config or AuditConfig()
+
+    def audit(
+        self, prompt_spec: PromptSpec, evidence: EvidenceBundle, *, ctx: Any | None = None
+    ) -> tuple[ReasoningTrace, VerificationResult]:
+        """Audit ``evidence`` against ``prompt_spec``; returns the trace and every check's result."""
+        del ctx
+        config, policy_problems = self.config.with_overrides(prompt_spec.extra.get("audit_policy"))
+        policy = TracePolicy(
+            decoding_policy="strict",
+            allow_external_sources=False,
+            max_steps=config.max_steps,
+            extra=config.policy_extra(self.name),
+        )
+        claims = ClaimExtractor(config).extract(prompt_spec, evidence)
+        sanity = LogicSanityChecker(config).assess(prompt_spec, evidence, claims)
+        analysis = analyse(prompt_spec, claims, sanity, config)
+        steps = build_steps(prompt_spec, evidence, claims, sanity, analysis, config)
+        trace = ReasoningTrace(
+            trace_id=trace_id_for(evidence.bundle_id),
+            policy=policy,
+            steps=steps,
+            evidence_refs=list(dict.fromkeys(item.evidence_id for item in evidence.items)),
+        )
+        structure = TracePolicyVerifier().verify(trace, prompt_spec, evidence)
+        checks: list[CheckResult] = []
+        if policy_problems:
+            message = "audit_policy settings ignored: " + "; ".join(policy_problems)
+            checks.append(CheckResult.failed("sanity.audit_policy", message, {"problems": policy_problems}))
+        checks.extend(sanity.checks)
+        checks.extend(analysis.event_checks)
+        checks.extend(analysis.contradictions)
+        checks.extend(structure.checks)
+        verification = VerificationResult(
+            ok=all(check.ok for check in checks),
+            checks=checks,
+            challenge=structure.challenge,
+            error=structure.error,
+        )
+        return trace, verification

@@ -1,0 +1,243 @@
+"""Reconcile several sources for one requirement under its ``SelectionPolicy``.
+
+* ``single_best``: the first candidate in tie-breaker order.
+* ``fallback_chain``: the first ``source_targets`` entry (in declared order) that has a usable
+  candidate; if none has, the first other candidate in tie-breaker order. Anything but the first
+  target is a fallback.
+* ``multi_source_quorum``: the first candidate of each source, in tie-breaker order, up to
+  ``max_sources``; candidates are grouped by what they say about the event, and the largest group
+  must hold at least ``quorum`` distinct sources and be the only group of that size.
+
+Tie-breakers order candidates, always ending with bundle order: ``highest_provenance`` (tier
+descending), ``source_priority`` (``source_targets`` order, then ``preferred_sources``), and
+``most_recent`` (observation time descending; items without a time last, then tier).
+Every strategy first requires ``min_sources`` distinct usable sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from engine.auditor.reasoning.claim_extraction import Claim
+from engine.auditor.reasoning.values import epoch_micros
+from engine.schemas import DataRequirement, SelectionPolicy
+
+__all__ = ["Candidate", "Selection", "order_candidates", "select"]
+
+DEFAULT_POLICY = SelectionPolicy(strategy="single_best")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A usable evidence item of a requirement with the claim that carries its value."""
+
+    index: int
+    evidence_id: str
+    source_id: str
+    tier: int
+    claim: Claim
+    observed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The result of applying a selection policy; ``failure`` is None when a value was selected."""
+
+    requirement_id: str
+    policy: SelectionPolicy
+    ordered: tuple[Candidate, ...]
+    selected: tuple[Candidate, ...] = ()
+    groups: tuple[tuple[Any, tuple[Candidate, ...]], ...] = ()
+    fallback_used: bool = False
+    failure: str | None = None
+    message: str = ""
+    chain: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when a representative value was selected."""
+        return self.failure is None and bool(self.selected)
+
+    @property
+    def representative(self) -> Candidate | None:
+        """The candidate whose value stands for the requirement (first selected)."""
+        return self.selected[0] if self.selected else None
+
+    @property
+    def disagreement(self) -> bool:
+        """True when the considered candidates say different things about the event."""
+        return len(self.groups) > 1
+
+    def selected_ids(self) -> list[str]:
+        """Selected evidence ids in bundle order."""
+        return [candidate.evidence_id for candidate in sorted(self.selected, key=lambda c: c.index)]
+
+    def to_output(self) -> dict[str, Any]:
+        """The selection as committed inside an aggregate step."""
+        representative = self.representative
+        output: dict[str, Any] = {
+            "disagreement": self.disagreement,
+            "failure": self.failure,
+            "fallback_used": self.fallback_used,
+            "groups": [
+                {
+                    "agrees_on": key,
+                    "evidence_ids": [member.evidence_id for member in members],
+                    "source_ids": list(dict.fromkeys(member.source_id for member in members)),
+                }
+                for key, members in self.groups
+            ],
+            "ok": self.ok,
+            "representative": representative.evidence_id if representative else None,
+            "requirement_id": self.requirement_id,
+            "selected": self.selected_ids(),
+            "value": representative.claim.value if representative else None,
+            "value_claim_id": representative.claim.claim_id if representative else None,
+        }
+        if self.policy.strategy == "fallback_chain":
+            output["chain"] = [{"source_id": source, "status": status} for source, status in self.chain]
+        return output
+
+
+def _priorities(requirement: DataRequirement | None) -> dict[str, int]:
+    if requirement is None:
+        return {}
+    names = [target.source_id for target in requirement.source_targets] + list(requirement.preferred_sources)
+    return {name: position for position, name in enumerate(dict.fromkeys(names))}
+
+
+def order_candidates(
+    candidates: Sequence[Candidate], tie_breaker: str, requirement: DataRequirement | None
+) -> list[Candidate]:
+    """Candidates in tie-breaker order (always ending with bundle order)."""
+    if tie_breaker == "source_priority":
+        priority = _priorities(requirement)
+        return sorted(candidates, key=lambda c: (priority.get(c.source_id, len(priority)), -c.tier, c.index))
+    if tie_breaker == "most_recent":
+
+        def recency(c: Candidate) -> tuple[int, int, int, int]:
+            if c.observed_at is None:
+                return (1, 0, -c.tier, c.index)
+            return (0, -epoch_micros(c.observed_at), -c.tier, c.index)
+
+        return sorted(candidates, key=recency)
+    return sorted(candidates, key=lambda c: (-c.tier, c.index))
+
+
+def _group(
+    candidates: Sequence[Candidate], key_of: Callable[[Candidate], Any]
+) -> list[tuple[Any, list[Candidate]]]:
+    groups: list[tuple[Any, list[Candidate]]] = []
+    for candidate in candidates:
+        key = key_of(candidate)
+        for group_key, members in groups:
+            if type(group_key) is type(key) and group_key == key:
+                members.append(candidate)
+                break
+        else:
+            groups.append((key, [candidate]))
+    return groups
+
+
+def _sources(members: Sequence[Candidate]) -> int:
+    return len({member.source_id for member in members})
+
+
+def _frozen(groups: list[tuple[Any, list[Candidate]]]) -> tuple[tuple[Any, tuple[Candidate, ...]], ...]:
+    return tuple((key, tuple(members)) for key, members in groups)
+
+
+def select(
+    requirement_id: str,
+    policy: SelectionPolicy | None,
+    requirement: DataRequirement | None,
+    candidates: Sequence[Candidate],
+    key_of: Callable[[Candidate], Any],
+) -> Selection:
+    """Apply ``policy`` to ``candidates``; ``key_of`` says what a candidate states about the event."""
+    policy = policy or DEFAULT_POLICY
+    ordered = tuple(order_candidates(candidates, policy.tie_breaker, requirement))
+    base = Selection(requirement_id=requirement_id, policy=policy, ordered=ordered)
+    if not ordered:
+        return _with(base, failure="no_candidates", message="no usable evidence for this requirement")
+    if _sources(ordered) < policy.min_sources:
+        message = f"{_sources(ordered)} usable source(s), min_sources is {policy.min_sources}"
+        return _with(base, failure="min_sources", message=message, groups=_frozen(_group(ordered, key_of)))
+    if policy.strategy == "multi_source_quorum":
+        return _quorum(base, policy, key_of)
+    groups = _frozen(_group(ordered, key_of))
+    if policy.strategy == "fallback_chain":
+        return _fallback(base, requirement, groups)
+    return _with(base, selected=(ordered[0],), groups=groups, message=f"selected {ordered[0].evidence_id}")
+
+
+def _fallback(
+    base: Selection,
+    requirement: DataRequirement | None,
+    groups: tuple[tuple[Any, tuple[Candidate, ...]], ...],
+) -> Selection:
+    targets = list(dict.fromkeys(t.source_id for t in requirement.source_targets)) if requirement else []
+    chain: list[tuple[str, str]] = []
+    chosen: Candidate | None = None
+    for source in targets:
+        if chosen is not None:
+            chain.append((source, "not_needed"))
+            continue
+        match = next((c for c in base.ordered if c.source_id == source), None)
+        chain.append((source, "selected" if match else "unavailable"))
+        chosen = match
+    fallback_used = chosen is None or chosen.source_id != (targets[0] if targets else None)
+    if chosen is None:
+        chosen = base.ordered[0]
+        chain.append((chosen.source_id, "selected_outside_chain"))
+    message = f"selected {chosen.evidence_id}" + (" (fallback)" if fallback_used else "")
+    return _with(
+        base,
+        selected=(chosen,),
+        groups=groups,
+        fallback_used=fallback_used,
+        chain=tuple(chain),
+        message=message,
+    )
+
+
+def _quorum(base: Selection, policy: SelectionPolicy, key_of: Callable[[Candidate], Any]) -> Selection:
+    considered: list[Candidate] = []
+    seen: set[str] = set()
+    for candidate in base.ordered:
+        if candidate.source_id not in seen and len(considered) < policy.max_sources:
+            seen.add(candidate.source_id)
+            considered.append(candidate)
+    groups = _group(considered, key_of)
+    sizes = [_sources(members) for _, members in groups]
+    best = max(sizes)
+    frozen = _frozen(groups)
+    if best < policy.quorum:
+        message = (
+            f"quorum not met: at most {best} of {len(considered)} sources agree, quorum is {policy.quorum}"
+        )
+        return _with(base, groups=frozen, failure="quorum_not_met", message=message)
+    if sizes.count(best) > 1:
+        message = f"no consensus: {sizes.count(best)} groups of {best} sources disagree"
+        return _with(base, groups=frozen, failure="no_consensus", message=message)
+    members = groups[sizes.index(best)][1]
+    message = f"quorum met: {best} of {len(considered)} sources agree (quorum {policy.quorum})"
+    return _with(base, selected=tuple(members), groups=frozen, message=message)
+
+
+def _with(base: Selection, **changes: Any) -> Selection:
+    """``base`` with some fields changed (cheaper than ``dataclasses.replace``)."""
+    return Selection(
+        requirement_id=base.requirement_id,
+        policy=base.policy,
+        ordered=base.ordered,
+        selected=changes.get("selected", base.selected),
+        groups=changes.get("groups", base.groups),
+        fallback_used=changes.get("fallback_used", base.fallback_used),
+        failure=changes.get("failure", base.failure),
+        message=changes.get("message", base.message),
+        chain=changes.get("chain", base.chain),
+    )

@@ -1,0 +1,136 @@
+"""Small pure helpers over JSON values: field paths, plain numbers and observation times.
+
+Times are computed from the epoch with ``timedelta`` arithmetic only, never through the
+operating system's time zone database, so the process ``TZ`` cannot change a result.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "EPOCH",
+    "MISSING",
+    "epoch_micros",
+    "format_time",
+    "is_finite_number",
+    "is_time_name",
+    "lookup",
+    "parse_plain_number",
+    "parse_time",
+    "split_path",
+]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MISSING: Any = object()
+"""Sentinel returned by :func:`lookup` when a path does not resolve."""
+
+_PLAIN_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_INDEX = re.compile(r"\[(\d+)\]")
+_TIME_NAMES = frozenset({"timestamp", "time", "date", "datetime", "as_of", "asof", "ts"})
+_TIME_SUFFIXES = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
+# Plausible observation times: 2000-01-01 .. 2100-01-01, in seconds or milliseconds since the epoch.
+_MIN_EPOCH_S = 946_684_800
+_MAX_EPOCH_S = 4_102_444_800
+_MAX_TIME_TEXT = 64
+
+
+def is_finite_number(value: object) -> bool:
+    """True for ints and finite floats, never for bools."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+@lru_cache(maxsize=1024)
+def split_path(path: str) -> tuple[str, ...]:
+    """``"data[0].close"`` and ``"data.0.close"`` both become ``("data", "0", "close")``."""
+    return tuple(segment for segment in _INDEX.sub(r".\1", path).split(".") if segment)
+
+
+def lookup(document: Any, segments: tuple[str, ...]) -> Any:
+    """Follow ``segments`` through dicts (by key) and lists (by decimal index); :data:`MISSING` if absent."""
+    current = document
+    for segment in segments:
+        if isinstance(current, dict):
+            if segment not in current:
+                return MISSING
+            current = current[segment]
+        elif isinstance(current, list) and segment.isdigit():
+            index = int(segment)
+            if index >= len(current):
+                return MISSING
+            current = current[index]
+        else:
+            return MISSING
+    return current
+
+
+def parse_plain_number(text: str) -> int | float | None:
+    """Parse a JSON-style number held in a string (``"104250.12000000"``); ints stay ints."""
+    candidate = text.strip()
+    if len(candidate) > 64 or not _PLAIN_NUMBER.fullmatch(candidate):
+        return None
+    if "." in candidate or "e" in candidate or "E" in candidate:
+        number = float(candidate)
+        return number if math.isfinite(number) else None
+    return int(candidate)
+
+
+def is_time_name(name: str) -> bool:
+    """Whether a field name denotes a point in time (``timestamp``, ``last_updated_at``, ``closeTime``)."""
+    lowered = name.lower()
+    return lowered in _TIME_NAMES or lowered.endswith(_TIME_SUFFIXES)
+
+
+def parse_time(value: object) -> datetime | None:
+    """An aware UTC datetime from an ISO-8601 string with offset or an epoch number, else None.
+
+    Epoch numbers are read as seconds when they fall in 2000..2100, as milliseconds when they fall
+    in that range times 1000; anything else, naive strings and bools are not times.
+    """
+    if isinstance(value, str):
+        if len(value) > _MAX_TIME_TEXT or len(value) < 10:
+            return None
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        if parsed.tzinfo is None or parsed.utcoffset() is None:
+            return None
+        return parsed.astimezone(UTC)
+    if not is_finite_number(value):
+        return None
+    assert isinstance(value, (int, float))
+    try:
+        if _MIN_EPOCH_S <= value <= _MAX_EPOCH_S:
+            return EPOCH + timedelta(seconds=value)
+        if _MIN_EPOCH_S * 1000 <= value <= _MAX_EPOCH_S * 1000:
+            return EPOCH + timedelta(milliseconds=value)
+    except OverflowError:  # pragma: no cover - excluded by the range checks
+        return None
+    return None
+
+
+def format_time(moment: datetime) -> str:
+    """UTC ``Z`` text, with microseconds only when nonzero (as ``engine.canonical.format_datetime_canonical``)."""
+    utc = (
+        moment
+        if moment.tzinfo is UTC
+        else moment.replace(tzinfo=UTC)
+        if moment.tzinfo is None
+        else moment.astimezone(UTC)
+    )
+    text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+    return f"{text}.{utc.microsecond:06d}Z" if utc.microsecond else f"{text}Z"
+
+
+def epoch_micros(moment: datetime) -> int:
+    """Exact integer microseconds since the epoch (used to order times without floats)."""
+    return (moment - EPOCH) // timedelta(microseconds=1)

@@ -1,0 +1,58 @@
+"""The audit report: trace, verification, step hashes and Cournot-compatible roots as plain JSON.
+
+This is what ``ledger audit --format json`` prints and what the golden files pin. Every hash is
+computed here, in the engine, with :mod:`engine.commitments`:
+
+* ``step_hashes``: ``0x`` + sha256(canonical(step)), in step order;
+* ``reasoning_root``: Cournot's Merkle root over those hashes, with ``reasoning_leaf_count``;
+* ``evidence_root`` (with ``evidence_leaf_count``) and ``prompt_spec_hash``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.auditor.agent import AuditorAgent
+from engine.canonical import canonicalize_value, from_hex, to_hex
+from engine.commitments import evidence_root, prompt_spec_hash, step_hash
+from engine.merkle.cournot import cournot_root
+from engine.schemas import EvidenceBundle, PromptSpec, ReasoningTrace
+from engine.version import ENGINE_VERSION
+
+__all__ = ["audit_report", "evaluation_variables"]
+
+
+def evaluation_variables(trace: ReasoningTrace) -> Mapping[str, Any] | None:
+    """The ``evaluation_variables`` of the last map step (the Judge's input), if present."""
+    for step in reversed(trace.steps):
+        variables = step.output.get("evaluation_variables")
+        if step.type == "map" and isinstance(variables, Mapping):
+            return variables
+    return None
+
+
+def audit_report(
+    prompt_spec: PromptSpec, evidence: EvidenceBundle, *, agent: AuditorAgent | None = None
+) -> dict[str, Any]:
+    """Audit and commit: a JSON-ready dict (None values dropped, as in canonical JSON)."""
+    trace, verification = (agent or AuditorAgent()).audit(prompt_spec, evidence)
+    hashes = [step_hash(step) for step in trace.steps]
+    ev_root, ev_count = evidence_root(evidence)
+    report = {
+        "bundle_id": evidence.bundle_id,
+        "engine_version": ENGINE_VERSION,
+        "evaluation_variables": evaluation_variables(trace),
+        "evidence_leaf_count": ev_count,
+        "evidence_root": ev_root,
+        "market_id": prompt_spec.market.market_id,
+        "prompt_spec_hash": prompt_spec_hash(prompt_spec),
+        "reasoning_leaf_count": len(hashes),
+        "reasoning_root": to_hex(cournot_root([from_hex(value) for value in hashes])),
+        "step_hashes": hashes,
+        "trace": trace,
+        "trace_id": trace.trace_id,
+        "verification": verification,
+    }
+    result: dict[str, Any] = canonicalize_value(report)
+    return result

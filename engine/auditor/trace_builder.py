@@ -1,0 +1,237 @@
+"""Lay the audit out as grounded, ordered steps: Extract → Check → Aggregate → Check → Deduce → Map.
+
+Step layout (ids ``step_0001`` upward):
+
+1. ``extract``   ``extract_claims``: one step per evidence item, in bundle order;
+2. ``check``     ``check_requirement_evidence``: one per requirement (eligibility, window, coverage);
+3. ``aggregate`` ``aggregate_by_selection_policy``: one per requirement;
+4. ``check``     ``check_contradictions``: once, across sources;
+5. ``deduce``    ``deduce_event_state``: once, the derived value and event state;
+6. ``map``       ``map_evaluation_variables``: once, ``output.evaluation_variables`` for the Judge.
+
+When ``items + 2 * requirements + 3`` would exceed ``max_steps``, consecutive items (and then
+requirements) share a step, so the bound always holds. Every step cites evidence ids: its own
+items when it has any, else the whole bundle (a finding about absence is a finding about the
+bundle). Outputs hold JSON numbers, bools and plain strings only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from engine.auditor.analysis import Analysis
+from engine.auditor.config import AuditConfig
+from engine.auditor.reasoning.claim_extraction import ClaimSet
+from engine.auditor.reasoning.values import format_time
+from engine.auditor.verification.logic_sanity import SanityReport
+from engine.schemas import (
+    DataRequirement,
+    EvidenceBundle,
+    PromptSpec,
+    ReasoningStep,
+    StepType,
+)
+
+__all__ = ["build_steps", "plan_chunks"]
+
+
+def _ceil_div(count: int, size: int) -> int:
+    return -(-count // size)
+
+
+def plan_chunks(items: int, requirements: int, max_steps: int) -> tuple[int, int]:
+    """Items per extract step and requirements per check/aggregate step that fit ``max_steps``."""
+    available = max_steps - 3
+    item_chunk = requirement_chunk = 1
+    while _ceil_div(items, item_chunk) + 2 * _ceil_div(requirements, requirement_chunk) > available:
+        if (
+            _ceil_div(items, item_chunk) >= 2 * _ceil_div(requirements, requirement_chunk)
+            and items > item_chunk
+        ):
+            item_chunk += 1
+        elif requirements > requirement_chunk:
+            requirement_chunk += 1
+        else:
+            item_chunk += 1
+    return item_chunk, requirement_chunk
+
+
+def _chunks(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [values[start : start + size] for start in range(0, len(values), size)]
+
+
+class _Steps:
+    def __init__(self, all_ids: list[str]) -> None:
+        self.steps: list[ReasoningStep] = []
+        self.all_ids = all_ids
+
+    def add(
+        self,
+        step_type: StepType,
+        action: str,
+        inputs: dict[str, Any],
+        output: dict[str, Any],
+        evidence_ids: Iterable[str],
+        prior: Iterable[str],
+    ) -> str:
+        step_id = f"step_{len(self.steps) + 1:04d}"
+        cited = list(dict.fromkeys(evidence_ids)) or self.all_ids
+        self.steps.append(
+            ReasoningStep(
+                step_id=step_id,
+                type=step_type,
+                inputs=inputs,
+                action=action,
+                output=output,
+                evidence_ids=cited,
+                prior_step_ids=list(dict.fromkeys(prior)),
+            )
+        )
+        return step_id
+
+
+def _requirement_inputs(
+    requirement_id: str, requirement: DataRequirement | None, sanity: SanityReport, prompt_spec: PromptSpec
+) -> dict[str, Any]:
+    primary = requirement_id == sanity.primary_requirement_id
+    tier = max(prompt_spec.market.min_provenance_tier, requirement.min_provenance_tier if requirement else 0)
+    return {
+        "declared": requirement is not None,
+        "min_provenance_tier": tier,
+        "needed_kind": sanity.event.needed_kind if primary else None,
+        "primary": primary,
+        "requirement_id": requirement_id,
+    }
+
+
+def build_steps(
+    prompt_spec: PromptSpec,
+    evidence: EvidenceBundle,
+    claims: ClaimSet,
+    sanity: SanityReport,
+    analysis: Analysis,
+    config: AuditConfig,
+) -> list[ReasoningStep]:
+    """The trace's steps, in order (see the module docstring for the layout)."""
+    all_ids = list(dict.fromkeys(item.evidence_id for item in evidence.items))
+    steps = _Steps(all_ids)
+    order = list(sanity.requirement_ids)
+    item_chunk, requirement_chunk = plan_chunks(len(evidence.items), len(order), config.max_steps)
+    extract_of: dict[int, str] = {}
+    for chunk in _chunks(list(range(len(evidence.items))), item_chunk):
+        inputs = [
+            {
+                "content_type": evidence.items[index].content_type,
+                "evidence_id": evidence.items[index].evidence_id,
+                "requirement_id": evidence.items[index].requirement_id,
+                "source_id": evidence.items[index].provenance.source_id,
+                "tier": evidence.items[index].provenance.tier,
+                "valid": evidence.items[index].is_valid,
+            }
+            for index in chunk
+        ]
+        outputs = [claims.items[index].to_output() for index in chunk]
+        ids = [evidence.items[index].evidence_id for index in chunk]
+        step_id = steps.add("extract", "extract_claims", {"items": inputs}, {"items": outputs}, ids, [])
+        extract_of.update(dict.fromkeys(chunk, step_id))
+    requirements = {r.requirement_id: r for r in prompt_spec.data_requirements}
+    window = prompt_spec.market.resolution_window
+    window_inputs = {
+        "end": format_time(window.end),
+        "slack_seconds": config.timestamp_slack_seconds,
+        "start": format_time(window.start),
+    }
+    selection_of = {selection.requirement_id: selection for selection in analysis.selections}
+    check_ids: list[str] = []
+    aggregate_ids: list[str] = []
+    for chunk in _chunks(order, requirement_chunk):
+        members = [item for item in sanity.items if item.requirement_id in chunk]
+        ids = [item.evidence_id for item in members]
+        prior = [extract_of[item.index] for item in members] or list(dict.fromkeys(extract_of.values()))
+        check_output = [
+            {
+                "covered": any(item.requirement_id == rid for item in members),
+                "eligible": [
+                    item.evidence_id for item in members if item.requirement_id == rid and item.eligible
+                ],
+                "items": [item.to_output() for item in members if item.requirement_id == rid],
+                "requirement_id": rid,
+            }
+            for rid in chunk
+        ]
+        check_inputs = {
+            "requirements": [
+                _requirement_inputs(rid, requirements.get(rid), sanity, prompt_spec) for rid in chunk
+            ],
+            "resolution_window": window_inputs,
+        }
+        check_id = steps.add(
+            "check", "check_requirement_evidence", check_inputs, {"requirements": check_output}, ids, prior
+        )
+        check_ids.append(check_id)
+        selections = [selection_of[rid] for rid in chunk]
+        aggregate_inputs = [
+            {
+                "candidates": [candidate.evidence_id for candidate in selection.ordered],
+                "max_sources": selection.policy.max_sources,
+                "min_sources": selection.policy.min_sources,
+                "quorum": selection.policy.quorum,
+                "requirement_id": selection.requirement_id,
+                "strategy": selection.policy.strategy,
+                "tie_breaker": selection.policy.tie_breaker,
+            }
+            for selection in selections
+        ]
+        candidate_ids = [c.evidence_id for selection in selections for c in selection.ordered]
+        aggregate_ids.append(
+            steps.add(
+                "aggregate",
+                "aggregate_by_selection_policy",
+                {"selections": aggregate_inputs},
+                {"selections": [selection.to_output() for selection in selections]},
+                sorted(candidate_ids, key=all_ids.index) or ids,
+                [check_id],
+            )
+        )
+    conflicts = [
+        {"check_id": check.check_id, "severity": check.severity, **check.details}
+        for check in analysis.contradictions
+        if ":" in check.check_id
+    ]
+    eligible_ids = [item.evidence_id for item in sanity.items if item.eligible]
+    contradiction_id = steps.add(
+        "check",
+        "check_contradictions",
+        {"decisive_keys": analysis.decisive_keys, "relative_tolerance": config.numeric_tolerance},
+        {"conflict_detected": analysis.conflict_detected, "contradictions": conflicts},
+        eligible_ids,
+        check_ids,
+    )
+    deduce_inputs = {
+        "event_kind": sanity.event.kind,
+        "market_type": prompt_spec.market.market_type,
+        "outcomes": list(sanity.event.outcomes),
+        "predicate": prompt_spec.prediction_semantics.predicate,
+        "requirement_id": sanity.primary_requirement_id,
+        "threshold_text": sanity.event.threshold_text,
+    }
+    variables = analysis.variables
+    deduce_id = steps.add(
+        "deduce",
+        "deduce_event_state",
+        deduce_inputs,
+        analysis.deduction,
+        variables["selection"]["evidence_ids"],
+        [*aggregate_ids, contradiction_id],
+    )
+    map_inputs = {"market_id": prompt_spec.market.market_id, "market_type": prompt_spec.market.market_type}
+    steps.add(
+        "map",
+        "map_evaluation_variables",
+        map_inputs,
+        {"evaluation_variables": variables},
+        variables["source_summary"],
+        [deduce_id],
+    )
+    return steps.steps

@@ -1,0 +1,363 @@
+"""Hard structural verification of a reasoning trace against its policy and its evidence.
+
+The verifier never relies on the model validators of :class:`ReasoningTrace`: a trace made with
+``model_construct`` (or one whose steps are plain dicts) is checked field by field. Rules:
+
+``trace.step_schema``  every step has a string id, a known type, an action, dict inputs/output and
+                       string lists of evidence ids and prior step ids;
+``trace.step_count``   no more steps than ``policy.max_steps`` (and the verifier's own cap);
+``trace.step_ids``     ids are ``step_<digits>``, unique, strictly increasing;
+``trace.prior_steps``  every prior step id names an earlier step;
+``trace.evidence_refs`` every evidence id a step (or the trace) cites exists in the bundle;
+``trace.grounding``    every step cites at least one evidence id (unless the bundle is empty);
+``trace.external_facts`` no step input carries external-fact fields when the policy forbids them;
+``trace.no_verdict``   no step outputs an outcome or verdict: the auditor never decides;
+``trace.final_evaluation_variables`` the last step is a map/aggregate step whose output holds
+                       well-typed ``evaluation_variables`` citing only bundle evidence;
+``trace.hash_commitments`` a step that carries ``hash_commitment`` matches its recomputed hash.
+
+Each failed rule is one failed check (carrying the offending step); when every rule holds, one
+passing ``trace.policy`` check lists the rules verified. The first failure is reported as
+``ChallengeRef(kind="reasoning_leaf", step_id=..., leaf_index=...)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel
+
+from engine.commitments import step_hash
+from engine.schemas import (
+    ChallengeRef,
+    CheckResult,
+    CournotError,
+    EvidenceBundle,
+    PromptSpec,
+    ReasoningStep,
+    ReasoningTrace,
+    VerificationResult,
+)
+
+__all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "TracePolicyVerifier"]
+
+STEP_TYPES = frozenset({"search", "extract", "check", "deduce", "aggregate", "map"})
+EXTERNAL_FACT_KEYS = frozenset(
+    {"external_facts", "external_sources", "external_data", "web_search", "search_results", "llm_knowledge",
+     "assumed_facts", "background_knowledge"}
+)  # fmt: skip
+VERDICT_ORDER = ("outcome", "preliminary_outcome", "recommended_outcome", "verdict")
+REQUIRED_VARIABLES = ("source_summary", "conflict_detected", "insufficient_evidence")
+OPTIONAL_VARIABLES = ("event_observed", "numeric_value", "timestamp")
+_STEP_ID = re.compile(r"step_(\d{1,9})")
+_MAX_SCAN_DEPTH = 16
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    if isinstance(obj, BaseModel):
+        return getattr(obj, name, default)
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+class _View(NamedTuple):
+    """The fields of one step, read once whatever the step is (model, constructed model or dict)."""
+
+    step_id: Any
+    type: Any
+    action: Any
+    inputs: Any
+    output: Any
+    evidence_ids: Any
+    prior_step_ids: Any
+    hash_commitment: Any
+    step: Any
+
+
+def _view(step: Any) -> _View:
+    if type(step) is ReasoningStep:
+        return _View(
+            step.step_id,
+            step.type,
+            step.action,
+            step.inputs,
+            step.output,
+            step.evidence_ids,
+            step.prior_step_ids,
+            step.hash_commitment,
+            step,
+        )
+    return _View._make([*(_get(step, name) for name in _View._fields[:-1]), step])
+
+
+def _string_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _is_mapping(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or (kind not in _LEAF_TYPES and kind is not list and isinstance(value, Mapping))
+
+
+def _is_container(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or kind is list or (kind not in _LEAF_TYPES and isinstance(value, (list, Mapping)))
+
+
+def _find_key(value: Any, keys: frozenset[str], path: str, depth: int) -> str | None:
+    """Path of the first key from ``keys`` inside ``value`` (keys visited in sorted order)."""
+    if depth > _MAX_SCAN_DEPTH:
+        return None
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if _is_container(item):
+                found = _find_key(item, keys, f"{path}[{index}]", depth + 1)
+                if found:
+                    return found
+        return None
+    if not _is_mapping(value):
+        return None
+    if not keys.isdisjoint(value):
+        return f"{path}.{min(key for key in value if key in keys)}"
+    nested = [key for key, child in value.items() if _is_container(child)]
+    for key in sorted(nested, key=str):
+        found = _find_key(value[key], keys, f"{path}.{key}", depth + 1)
+        if found:
+            return found
+    return None
+
+
+class _Findings:
+    """Collects failed rules (one check each) and remembers the first failure as the challenge."""
+
+    def __init__(self) -> None:
+        self.rules: list[str] = []
+        self.checks: list[CheckResult] = []
+        self.challenge: ChallengeRef | None = None
+
+    def record(self, check_id: str, failure: tuple[int, str, str, str | None] | None) -> None:
+        """``failure`` is ``(leaf_index, step_id, message, evidence_id)`` of the first offending step."""
+        self.rules.append(check_id)
+        if failure is None:
+            return
+        index, step_id, message, evidence_id = failure
+        details = {"leaf_index": index, "step_id": step_id, "evidence_id": evidence_id}
+        self.checks.append(CheckResult.failed(check_id, message, details))
+        if self.challenge is None:
+            self.challenge = ChallengeRef(
+                kind="reasoning_leaf",
+                leaf_index=index,
+                step_id=step_id or None,
+                evidence_id=evidence_id,
+                reason=f"{check_id}: {message}",
+            )
+
+
+Failure = tuple[int, str, str, str | None] | None
+"""``(leaf_index, step_id, message, evidence_id)`` of the first offending step, or None."""
+
+
+def _label(view: _View) -> str:
+    return view.step_id if isinstance(view.step_id, str) else ""
+
+
+class TracePolicyVerifier:
+    """Verify structure and grounding of a trace; ``max_steps`` optionally caps the trace's own policy."""
+
+    def __init__(self, *, max_steps: int | None = None) -> None:
+        self.max_steps = max_steps
+
+    def verify(
+        self, trace: ReasoningTrace, prompt_spec: PromptSpec, evidence: EvidenceBundle
+    ) -> VerificationResult:
+        """Run every rule; ``ok`` is False with a reasoning-leaf challenge on the first failure."""
+        del prompt_spec  # the rules need only the trace and the bundle's evidence ids
+        views = [_view(step) for step in (_get(trace, "steps", None) or [])]
+        policy = _get(trace, "policy", None)
+        known = {item.evidence_id for item in evidence.items}
+        count = len(views)
+        allow_external = bool(_get(policy, "allow_external_sources", False))
+        findings = _Findings()
+        findings.record("trace.step_schema", _schema(views))
+        findings.record("trace.step_count", self._count(views, policy))
+        findings.record("trace.step_ids", _ids(views))
+        findings.record("trace.prior_steps", _priors(views))
+        findings.record("trace.evidence_refs", _refs(trace, views, known))
+        findings.record("trace.grounding", _grounding(views, bool(known)))
+        findings.record("trace.external_facts", _external(views, allow_external))
+        findings.record("trace.no_verdict", _verdicts(views))
+        findings.record("trace.final_evaluation_variables", _final(views, known))
+        findings.record("trace.hash_commitments", _commitments(views))
+        ok = findings.challenge is None
+        error = None
+        if ok:
+            message = f"{count} step(s) satisfy every trace policy rule"
+            details = {"rules": findings.rules, "steps": count}
+            findings.checks.append(CheckResult.passed("trace.policy", message, details))
+        else:
+            failed_ids = [check.check_id for check in findings.checks]
+            error = CournotError(
+                code="trace_policy_violation",
+                message="trace violates its policy: " + ", ".join(failed_ids),
+                details={"failed_checks": failed_ids},
+            )
+        return VerificationResult(ok=ok, checks=findings.checks, challenge=findings.challenge, error=error)
+
+    def _count(self, views: Sequence[_View], policy: Any) -> Failure:
+        limit = _get(policy, "max_steps", 200)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            return 0, "", f"policy.max_steps {limit!r} is not a positive integer", None
+        if self.max_steps is not None:
+            limit = min(limit, self.max_steps)
+        if len(views) > limit:
+            return limit, _label(views[limit]), f"{len(views)} steps exceed max_steps {limit}", None
+        return None
+
+
+def _schema(views: Sequence[_View]) -> Failure:
+    for index, view in enumerate(views):
+        problems = []
+        if not isinstance(view.step_id, str) or not view.step_id:
+            problems.append("step_id must be a non-empty string")
+        if view.type not in STEP_TYPES:
+            problems.append(f"type must be one of {', '.join(sorted(STEP_TYPES))}")
+        if not isinstance(view.action, str):
+            problems.append("action must be a string")
+        if not _is_mapping(view.inputs) or not _is_mapping(view.output):
+            problems.append("inputs and output must be objects")
+        if not _string_list(view.evidence_ids) or not _string_list(view.prior_step_ids):
+            problems.append("evidence_ids and prior_step_ids must be lists of strings")
+        if problems:
+            return index, _label(view), f"step {index}: " + "; ".join(problems), None
+    return None
+
+
+def _ids(views: Sequence[_View]) -> Failure:
+    previous = -1
+    seen: set[str] = set()
+    for index, view in enumerate(views):
+        label = _label(view)
+        match = _STEP_ID.fullmatch(label)
+        if match is None:
+            return index, label, f"step id {view.step_id!r} is not of the form step_<digits>", None
+        if label in seen:
+            return index, label, f"step id {label} occurs more than once", None
+        number = int(match.group(1))
+        if number <= previous:
+            return index, label, f"step id {label} does not increase on the previous step", None
+        seen.add(label)
+        previous = number
+    return None
+
+
+def _priors(views: Sequence[_View]) -> Failure:
+    earlier: set[str] = set()
+    for index, view in enumerate(views):
+        for prior in view.prior_step_ids or ():
+            if prior not in earlier:
+                message = f"step {view.step_id} cites {prior!r}, which is not an earlier step"
+                return index, _label(view), message, None
+        if isinstance(view.step_id, str):
+            earlier.add(view.step_id)
+    return None
+
+
+def _refs(trace: Any, views: Sequence[_View], known: set[str]) -> Failure:
+    for index, view in enumerate(views):
+        for evidence_id in view.evidence_ids or ():
+            if evidence_id not in known:
+                message = f"step {view.step_id} cites unknown evidence {evidence_id!r}"
+                return index, _label(view), message, str(evidence_id)
+    for evidence_id in _get(trace, "evidence_refs", None) or ():
+        if evidence_id not in known:
+            return 0, "", f"trace.evidence_refs names unknown evidence {evidence_id!r}", str(evidence_id)
+    return None
+
+
+def _grounding(views: Sequence[_View], bundle_has_items: bool) -> Failure:
+    if not bundle_has_items:
+        return None
+    for index, view in enumerate(views):
+        if not view.evidence_ids:
+            return index, _label(view), f"step {view.step_id} cites no evidence", None
+    return None
+
+
+def _external(views: Sequence[_View], allowed: bool) -> Failure:
+    if allowed:
+        return None
+    for index, view in enumerate(views):
+        found = _find_key(view.inputs, EXTERNAL_FACT_KEYS, "inputs", 0)
+        if found:
+            return index, _label(view), f"step {view.step_id} carries external facts at {found}", None
+    return None
+
+
+def _verdicts(views: Sequence[_View]) -> Failure:
+    for index, view in enumerate(views):
+        output = view.output
+        if not _is_mapping(output):
+            continue
+        variables = output.get("evaluation_variables")
+        scopes = [output] + ([variables] if _is_mapping(variables) else [])
+        for scope in scopes:
+            for key in VERDICT_ORDER:
+                if key in scope:
+                    message = f"step {view.step_id} outputs {key!r}: the auditor must not decide"
+                    return index, _label(view), message, None
+    return None
+
+
+def _final(views: Sequence[_View], known: set[str]) -> Failure:
+    if not views:
+        return 0, "", "trace has no steps, so no evaluation variables", None
+    index = len(views) - 1
+    view = views[index]
+    output = view.output
+    variables = output.get("evaluation_variables") if isinstance(output, Mapping) else None
+    if view.type not in ("map", "aggregate") or not isinstance(variables, Mapping):
+        message = f"final step {view.step_id} is not a map/aggregate step with evaluation_variables"
+        return index, _label(view), message, None
+    problems = [f"{key} is missing" for key in REQUIRED_VARIABLES if key not in variables]
+    summary = variables.get("source_summary")
+    if "source_summary" in variables and not _string_list(summary):
+        problems.append("source_summary must be a list of evidence ids")
+    elif isinstance(summary, list):
+        problems.extend(
+            f"source_summary names unknown evidence {eid!r}" for eid in summary if eid not in known
+        )
+    for key in ("conflict_detected", "insufficient_evidence"):
+        if key in variables and not isinstance(variables[key], bool):
+            problems.append(f"{key} must be a bool")
+    observed = variables.get("event_observed")
+    if observed is not None and not isinstance(observed, bool):
+        problems.append("event_observed must be a bool or null")
+    number = variables.get("numeric_value")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+        problems.append("numeric_value must be a number or null")
+    if variables.get("timestamp") is not None and not isinstance(variables.get("timestamp"), str):
+        problems.append("timestamp must be a string or null")
+    if problems:
+        return index, _label(view), f"evaluation_variables of {view.step_id}: " + "; ".join(problems), None
+    return None
+
+
+def _commitments(views: Sequence[_View]) -> Failure:
+    for index, view in enumerate(views):
+        claimed = view.hash_commitment
+        if claimed is None:
+            continue
+        if not isinstance(view.step, ReasoningStep):
+            return index, _label(view), "hash_commitment on a step that is not a ReasoningStep", None
+        actual = step_hash(view.step)
+        if claimed != actual:
+            return index, _label(view), f"hash_commitment {claimed} != recomputed {actual}", None
+    return None

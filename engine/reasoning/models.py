@@ -201,8 +201,3 @@ class ReasoningResult(BaseModel):
         data = self.to_dict()
         data.pop("cached", None)
         return to_hex(hash_canonical(data))
-
-    @property
-    def has_provider_failure(self) -> bool:
-        """True when any provider call failed; such results are never cached."""
-        return any(exchange.failed for exchange in self.exchanges)

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from engine.reasoning import errors
 from engine.reasoning.models import CompletionRequest, DecodingPolicy, ProviderIdentity
@@ -95,6 +96,16 @@ def translate_sdk_error(exc: Exception, vendor: str) -> errors.ProviderError:
     return kind(f"{vendor} request failed: {kind.code}{suffix}", status=status, retry_after=retry_after)
 
 
+def public_endpoint(url: str) -> str:
+    """``url`` without trailing slash and without any ``user:password@`` part (it is recorded)."""
+    parts = urlsplit(url.rstrip("/"))
+    if parts.username is None and parts.password is None:
+        return url.rstrip("/")
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 def _require_text(text: object, vendor: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise errors.ProviderEmptyResponseError(f"{vendor} returned an empty response")
@@ -119,7 +130,7 @@ class _SDKProvider:
     ) -> None:
         if not model:
             raise errors.ProviderConfigError(f"{self.vendor} provider needs a model")
-        self.identity = ProviderIdentity(vendor=self.vendor, model=model, endpoint=endpoint)
+        self.identity = ProviderIdentity(vendor=self.vendor, model=model, endpoint=public_endpoint(endpoint))
         self.decoding_policy = decoding_policy
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
@@ -210,13 +221,13 @@ class AnthropicProvider(_SDKProvider):
         sleep: Callable[[float], None] | None = None,
         async_sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        endpoint = (base_url or self.DEFAULT_BASE_URL).rstrip("/")
+        base = (base_url or self.DEFAULT_BASE_URL).rstrip("/")
         policy = DecodingPolicy(
             temperature=temperature, seed=None, structured_output="anthropic.output_config.format.json_schema"
         )
         super().__init__(
             model=model,
-            endpoint=endpoint,
+            endpoint=base,
             decoding_policy=policy,
             timeout=timeout,
             retry=retry,
@@ -225,7 +236,7 @@ class AnthropicProvider(_SDKProvider):
         )
         self._client_kwargs: dict[str, Any] = {
             "api_key": api_key,
-            "base_url": endpoint,
+            "base_url": base,
             "timeout": timeout,
             "max_retries": 0,
         }

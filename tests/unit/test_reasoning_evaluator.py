@@ -284,3 +284,15 @@ def test_fuzz_formulas_equivalent_never_raises(first: str, second: str) -> None:
     outcome = formulas_equivalent(first, second)
     assert isinstance(outcome.equivalent, bool) and outcome.reason
     assert formulas_equivalent(second, first).equivalent == outcome.equivalent
+
+
+def test_formula_equivalence_never_calls_eval(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("eval/exec must never be called")
+
+    monkeypatch.setattr(builtins, "eval", forbidden)
+    monkeypatch.setattr(builtins, "exec", forbidden)
+    assert formulas_equivalent("(10 + 5) * 2", "30").equivalent
+    assert not formulas_equivalent("__import__('os').system('echo pwned')", "0").equivalent

@@ -353,3 +353,14 @@ async def test_async_twin_fails_closed_too() -> None:
     verifier = ReasoningVerifier([primary(failures=[ProviderRateLimitError("x")])])
     result = await verifier.averify_reasoning(QUERY, TASK)
     assert result.issues == [ISSUE_TRACE_MISSING, ISSUE_TRACE_NON_SUBSTANTIVE, ISSUE_NO_SECONDARY]
+
+
+def test_endpoint_credentials_are_not_recorded_in_provider_identity() -> None:
+    from engine.reasoning import OpenAIProvider
+
+    provider = OpenAIProvider(
+        api_key="sk-x", model="m", base_url="https://user:pa55word@proxy.example:8443/v1/"
+    )
+    assert provider.identity.endpoint == "https://proxy.example:8443/v1"
+    assert "pa55word" not in repr(provider)
+    provider.close()

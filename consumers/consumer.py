@@ -272,9 +272,19 @@ class LedgerConsumer:
         self.metrics.batches.inc()
         self.metrics.batch_seconds.observe(elapsed)
         self.metrics.batch_records.observe(len(records))
-        log.debug(
+        created = sum(result.status == "created" for result in results)
+        conflicts = sum(result.status == "conflict" for result in results)
+        log.info(
             "batch committed",
-            extra={"records": len(records), "rejected": len(rejections), "seconds": elapsed},
+            extra={
+                "records": len(records),
+                "new": created,
+                "existing": len(outcomes) - created - conflicts,
+                "conflicts": conflicts,
+                "rejected": len(rejections),
+                "next_offsets": {tp.partition: self.stored[tp] for tp in batch},
+                "seconds": round(elapsed, 4),
+            },
         )
 
     async def _send_dead_letters(self, rejections: Sequence[Rejection]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from consumers.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
 from engine.version import ENGINE_VERSION
+from ledger.payloads import rejection_payload
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [
@@ -160,9 +161,14 @@ def build_rejection(
     dead-letter copy landed), so a re-delivered rejection is recognised as already stored.
     """
     raw = context.value or b""
-    raw_record: dict[str, Any] = {"sha256": _sha256_hex(raw), "size": len(raw)}
-    if len(raw) <= inline_limit:
-        raw_record["base64"] = base64.b64encode(raw).decode("ascii")
+    payload = rejection_payload(
+        reason_code=error.reason.value,
+        message=error.message,
+        field_path=error.path,
+        raw=raw,
+        dlq_topic=dlq_topic,
+        raw_inline_limit=inline_limit,
+    )
     source: dict[str, Any] = {
         "topic": context.topic,
         "partition": context.partition,
@@ -170,20 +176,13 @@ def build_rejection(
     }
     if context.key is not None:
         source["key_base64"] = base64.b64encode(context.key).decode("ascii")
-    payload = {
-        "reason": error.reason.value,
-        "message": error.message,
-        "path": error.path,
-        "raw": raw_record,
-        "source": source,
-        "dead_letter": {"topic": dlq_topic},
-    }
+    payload["source"] = source
     market_id, bundle_id = _best_effort_ids(context.value if len(raw) <= inline_limit else None)
     draft = SubmissionDraft(
         idempotency_key=rejection_key(context.topic, context.partition, context.offset),
         market_id=market_id,
         bundle_id=bundle_id,
-        input_hashes={"raw_sha256": raw_record["sha256"]},
+        input_hashes={"raw_sha256": payload["raw_sha256"]},
         status="rejected",
         entries=[EntryDraft("submission.rejected", payload)],
         operational=context.operational(),

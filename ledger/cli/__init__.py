@@ -17,6 +17,7 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 
 LEDGER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
+    "ledger.cli.audit",
     "ledger.cli.migrate",
     "ledger.cli.translog",
 )

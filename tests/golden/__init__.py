@@ -1,0 +1,1 @@
+"""Golden files: exact outputs pinned by tests; see :mod:`tests.golden.regenerate` to update them."""

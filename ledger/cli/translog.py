@@ -66,6 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--checkpoint", type=Path, action="append", default=[], help="an exported checkpoint note")
     p.set_defaults(handler=run_verify_log)
 
+    add_audit_command(subparsers)
+
+
+def add_audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``audit-log``, the independent verifier (also ``python -m ledger.translog audit-log``)."""
     p = subparsers.add_parser(
         "audit-log",
         help="independent verifier (no database): checkpoints, proofs and exported entries",

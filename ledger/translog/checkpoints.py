@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from engine.merkle.rfc6962 import verify_consistency
 from ledger.models import STORE_SCHEMA
 from ledger.translog.db import Database, run_dicts
-from ledger.translog.leaves import EntryCheckError, entry_leaf_hash, recompute_entry_hash
+from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import (
     Checkpoint,
     NoteError,
@@ -128,7 +128,7 @@ def _recheck_leaves(db: Database, after: int, size: int) -> None:
         for row in batch:
             seq = row["global_seq"]
             try:
-                leaf = entry_leaf_hash(recompute_entry_hash(row))
+                leaf = entry_leaf_hash(_checked_hash(row))
             except EntryCheckError as exc:
                 raise CheckpointError(
                     f"entry global_seq {seq} (submission {row['submission_id']}): {exc}"
@@ -238,3 +238,11 @@ def export_to_topic(notes: Sequence[tuple[str, str]], topic: str, bootstrap: str
         asyncio.run(_publish(servers, topic, notes))
     except Exception as exc:
         raise CheckpointError(f"could not publish to topic {topic!r} at {servers}: {exc}") from None
+
+
+def _checked_hash(row: dict[str, Any]) -> str:
+    """The entry hash of a stored row; raises :class:`EntryCheckError` if its stored hashes disagree."""
+    content_hash, mismatch = check_stored_entry(row)
+    if mismatch is not None:
+        raise mismatch
+    return content_hash

@@ -22,7 +22,7 @@ from ledger.hashing import entry_hash, merkle_leaf_data, payload_hash
 __all__ = [
     "ENTRY_FIELDS",
     "EntryCheckError",
-    "content_entry_hash",
+    "check_stored_entry",
     "entry_leaf_hash",
     "hash_from_hex",
     "hex32",
@@ -139,20 +139,31 @@ def recompute_entry_hash(entry: Mapping[str, Any]) -> str:
     return recomputed
 
 
-def content_entry_hash(row: Mapping[str, Any]) -> str:
-    """The ``entry_hash`` an entry row *should* have, from its content alone.
+def check_stored_entry(row: Mapping[str, Any]) -> tuple[str, EntryCheckError | None]:
+    """For a row read from the database: the ``entry_hash`` its content gives, and what is wrong.
 
-    Uses ``payload_canonical`` (not the stored ``payload_hash``) and ignores the stored
-    ``entry_hash``, so any change to a committed column changes the result.
+    The content hash uses ``payload_canonical`` (not the stored ``payload_hash``) and ignores the
+    stored ``entry_hash``, so any change to a committed column changes it. The second value says
+    which stored hash disagrees with the content (or None). Each hash is computed once.
     """
     try:
-        return entry_hash(
+        content_payload_hash = payload_hash(row["payload_canonical"])
+        content_hash = entry_hash(
             row["submission_id"],
             int(row["stream_seq"]),
             row["kind"],
-            payload_hash(row["payload_canonical"]),
+            content_payload_hash,
             row["prev_hash"],
             row["engine_version"],
         )
     except (UnicodeEncodeError, TypeError, KeyError, ValueError) as exc:
         raise EntryCheckError(f"entry cannot be hashed: {exc}") from None
+    if content_payload_hash != row["payload_hash"]:
+        message = f"payload_hash {row['payload_hash']} does not match the payload, which hashes to {content_payload_hash}"
+        return content_hash, EntryCheckError(message, "payload_hash_mismatch")
+    if content_hash != row["entry_hash"]:
+        message = (
+            f"entry_hash {row['entry_hash']} does not match the entry's fields, which hash to {content_hash}"
+        )
+        return content_hash, EntryCheckError(message, "entry_hash_mismatch")
+    return content_hash, None

@@ -16,7 +16,7 @@ from engine.merkle.rfc6962 import verify_consistency, verify_inclusion
 from ledger.translog.bundles import consistency_bundle, entry_record, inclusion_bundle
 from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint, list_checkpoints
 from ledger.translog.db import Database, run_dicts
-from ledger.translog.leaves import content_entry_hash, entry_leaf_hash
+from ledger.translog.leaves import check_stored_entry, entry_leaf_hash
 from ledger.translog.tree import (
     ENTRIES,
     ENTRY_COLUMNS,
@@ -87,7 +87,7 @@ def prove_entries(
                 f"entry global_seq {seq} is not covered by checkpoint {checkpoint.checkpoint_id} "
                 f"(tree size {size}); run `ledger checkpoint` first"
             )
-        leaf = entry_leaf_hash(content_entry_hash(row))
+        leaf = entry_leaf_hash(check_stored_entry(row)[0])
         try:
             path = inclusion_proof_at(db, seq - 1, size)
         except TreeError as exc:

@@ -28,7 +28,7 @@ from engine.merkle.rfc6962 import (
 from ledger.connect import APPEND_LOCK_KEY
 from ledger.models import STORE_SCHEMA
 from ledger.translog.db import Database, run, run_dicts
-from ledger.translog.leaves import EntryCheckError, entry_leaf_hash, recompute_entry_hash
+from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 
 __all__ = [
     "TreeError",
@@ -240,7 +240,7 @@ def catch_up_tree(db: Database, *, upto: int | None = None, lock: bool = True) -
             if row["global_seq"] != size + offset + 1:
                 raise TreeError(f"entries jump from global_seq {size + offset} to {row['global_seq']}")
             try:
-                leaves.append(entry_leaf_hash(recompute_entry_hash(row)))
+                leaves.append(entry_leaf_hash(_checked_hash(row)))
             except EntryCheckError as exc:
                 raise TreeError(
                     f"entry global_seq {row['global_seq']} (submission {row['submission_id']}): {exc}"
@@ -248,3 +248,11 @@ def catch_up_tree(db: Database, *, upto: int | None = None, lock: bool = True) -
         extend_tree(db, leaves, size)
         size += len(leaves)
         added += len(leaves)
+
+
+def _checked_hash(row: dict[str, Any]) -> str:
+    """The entry hash of a stored row; raises :class:`EntryCheckError` if its stored hashes disagree."""
+    content_hash, mismatch = check_stored_entry(row)
+    if mismatch is not None:
+        raise mismatch
+    return content_hash

@@ -30,7 +30,7 @@ from engine.merkle.rfc6962 import Frontier, empty_root
 from ledger.translog.checkpoints import list_checkpoints
 from ledger.translog.db import Database
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
-from ledger.translog.leaves import EntryCheckError, content_entry_hash, entry_leaf_hash, recompute_entry_hash
+from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
 from ledger.translog.tree import fetch_nodes, node_key, read_entries, tree_size
 
@@ -175,18 +175,13 @@ class _Scan:
         for row in rows:
             seq, submission = int(row["global_seq"]), str(row["submission_id"])
             try:
-                recompute_entry_hash(row)
+                content_hash, mismatch = check_stored_entry(row)
+                leaf = entry_leaf_hash(content_hash)
             except EntryCheckError as exc:
-                self.report(
-                    Problem(
-                        exc.code, f"entry global_seq {seq} (submission {submission}): {exc}", seq, submission
-                    )
-                )
-            try:
-                leaf = entry_leaf_hash(content_entry_hash(row))
-            except EntryCheckError as exc:
-                self.report(Problem("malformed_entry", f"entry global_seq {seq}: {exc}", seq, submission))
-                leaf = b"\xff" * 32
+                mismatch, leaf = exc, b"\xff" * 32
+            if mismatch is not None:
+                message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
+                self.report(Problem(mismatch.code, message, seq, submission))
             self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
             if seq <= self.stored_size:
                 completed.extend((seq, submission, node_key(s.start, s.end), s.hash) for s in subtrees)

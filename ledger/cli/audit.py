@@ -80,6 +80,8 @@ def load_submission(data: bytes) -> tuple[PromptSpec, EvidenceBundle]:
         document = loads_strict(data)
     except StrictJSONError as exc:
         raise InputError([(exc.path, f"{exc.code}: {exc.message}")]) from exc
+    except ValueError as exc:  # e.g. an integer beyond Python's 4300-digit conversion limit
+        raise InputError([("$", f"invalid_json: {exc}")]) from exc
     if not isinstance(document, Mapping):
         raise InputError([("$", 'expected an object {"prompt_spec": ..., "evidence_bundle": ...}')])
     problems = [(key, "field required") for key in TOP_LEVEL_KEYS if key not in document]

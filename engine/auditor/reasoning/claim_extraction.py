@@ -39,7 +39,7 @@ from engine.auditor.reasoning.values import (
     parse_time,
     split_path,
 )
-from engine.canonical import CanonicalizationError, dumps_canonical
+from engine.canonical import dumps_canonical
 from engine.jsonio import StrictJSONError, loads_strict
 from engine.schemas import DataRequirement, EvidenceBundle, EvidenceItem, PromptSpec
 
@@ -191,7 +191,7 @@ class _ItemExtraction:
             return
         try:
             claim_id = make_claim_id(self.item.evidence_id, path, value)
-        except (CanonicalizationError, UnicodeEncodeError):
+        except ValueError:  # CanonicalizationError, UnicodeEncodeError, or an int beyond the digit limit
             self.notes.append(f"unencodable:{key}")
             return
         self.paths.add(path)

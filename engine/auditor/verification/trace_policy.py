@@ -96,10 +96,13 @@ def _view(step: Any) -> _View:
 
 
 def _string_list(value: Any) -> bool:
+    if type(value) is list and (not value or set(map(type, value)) == _STR_ONLY):
+        return True
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+_STR_ONLY = {str}
 
 
 def _is_mapping(value: Any) -> bool:
@@ -127,7 +130,7 @@ def _find_key(value: Any, keys: frozenset[str], path: str, depth: int) -> str | 
         return None
     if not keys.isdisjoint(value):
         return f"{path}.{min(key for key in value if key in keys)}"
-    nested = [key for key, child in value.items() if _is_container(child)]
+    nested = [key for key, child in value.items() if type(child) not in _LEAF_TYPES]
     for key in sorted(nested, key=str):
         found = _find_key(value[key], keys, f"{path}.{key}", depth + 1)
         if found:

@@ -86,7 +86,10 @@ def _event_key(event: EventSpec) -> Callable[[Candidate], Any] | None:
 def _agrees(event: EventSpec) -> Callable[[Sequence[Claim]], bool] | None:
     if event.kind == "threshold" and event.computable and event.threshold and event.comparator:
         threshold, comparator = event.threshold.value, event.comparator
-        return lambda group: len({compare(claim.value, comparator, threshold) for claim in group}) == 1
+        return lambda group: (
+            all(claim.kind == "numeric" for claim in group)
+            and (len({compare(claim.value, comparator, threshold) for claim in group}) == 1)
+        )
     return None
 
 
@@ -134,7 +137,7 @@ def analyse(prompt_spec: PromptSpec, claims: ClaimSet, sanity: SanityReport, con
     )
     primary = next((s for s in selections if s.requirement_id == sanity.primary_requirement_id), None)
     conflict = any(
-        check.details.get("decisive") is True for check in contradictions if check.check_id.count(":")
+        check.details.get("decisive") is True for check in contradictions if ":" in check.check_id
     ) or bool(primary and primary.disagreement)
     insufficient = list(sanity.insufficient)
     insufficient.extend(f"selection_failed:{s.requirement_id}" for s in selections if not s.ok)

@@ -20,7 +20,14 @@ from psycopg import Cursor, sql
 from engine.canonical import CanonicalizationError, dumps_canonical
 from ledger.connect import APPEND_LOCK_KEY
 from ledger.errors import InvalidDraftError, StaleOffsetError
-from ledger.hashing import chain_hashes, payload_hash, step_hash, submission_header, submission_id_for
+from ledger.hashing import (
+    canonical_text,
+    chain_hashes,
+    payload_hash,
+    step_hash,
+    submission_header,
+    submission_id_for,
+)
 from ledger.records import AppendResult, ConflictRecord, OffsetAdvance, StoredEntry, SubmissionDraft
 
 NOTIFY_CHANNEL = "ledger_entries"
@@ -81,9 +88,13 @@ class PreparedSubmission:
 
 def _canonical(value: Any, where: str) -> str:
     try:
-        return dumps_canonical(value)
+        text = canonical_text(value)
+        text.encode("utf-8")
     except CanonicalizationError as exc:
         raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
+    except UnicodeEncodeError as exc:
+        raise InvalidDraftError("string holds a lone surrogate, not valid UTF-8", field_path=where) from exc
+    return text
 
 
 def prepare(draft: SubmissionDraft) -> PreparedSubmission:

@@ -44,7 +44,13 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-HEX32_CHECK = "~ '^0x[0-9a-f]{64}$'"
+
+def hex32_check(column: str) -> str:
+    """``0x`` + 64 characters. Length and prefix only: a regex CHECK per hash halved COPY throughput;
+    ``ledger verify`` recomputes every hash anyway."""
+    return f"octet_length({column}) = 66 AND {column} LIKE '0x%'"
+
+
 KIND_CHECK = (
     "kind IN ('submission.received', 'trace.step', 'audit.completed', 'reasoning.verified', "
     "'verdict.issued', 'submission.rejected', 'replay.verified')"
@@ -63,7 +69,7 @@ class Submission(Base):
     __tablename__ = "submissions"
     __table_args__ = (
         CheckConstraint("status IN ('audited', 'rejected')", name="status"),
-        CheckConstraint(f"submission_id {HEX32_CHECK}", name="submission_id_hex"),
+        CheckConstraint(hex32_check("submission_id"), name="submission_id_hex"),
         Index(None, "market_id"),
     )
 
@@ -95,9 +101,9 @@ class Entry(Base):
         CheckConstraint("global_seq > 0", name="global_seq_positive"),
         CheckConstraint("stream_seq > 0", name="stream_seq_positive"),
         CheckConstraint(KIND_CHECK, name="kind"),
-        CheckConstraint(f"payload_hash {HEX32_CHECK}", name="payload_hash_hex"),
-        CheckConstraint(f"prev_hash {HEX32_CHECK}", name="prev_hash_hex"),
-        CheckConstraint(f"entry_hash {HEX32_CHECK}", name="entry_hash_hex"),
+        CheckConstraint(hex32_check("payload_hash"), name="payload_hash_hex"),
+        CheckConstraint(hex32_check("prev_hash"), name="prev_hash_hex"),
+        CheckConstraint(hex32_check("entry_hash"), name="entry_hash_hex"),
         Index(
             "ix_entries_kind_global_seq",
             "kind",
@@ -123,21 +129,22 @@ class Entry(Base):
 
 
 class TraceStep(Base):
-    """One reasoning step of a submission; its ``trace.step`` entry is ``global_seq``."""
+    """One reasoning step of a submission; its ``trace.step`` entry is ``global_seq``.
+
+    No foreign keys here: each would take a row lock (and a WAL record) per step on COPY, measured
+    at about a fifth of the server's append cost. The append path writes a step row and its entry
+    in the same transaction, and verify checks the pairing.
+    """
 
     __tablename__ = "trace_steps"
     __table_args__ = (
         CheckConstraint("step_index >= 0", name="step_index_nonnegative"),
-        CheckConstraint(f"step_hash {HEX32_CHECK}", name="step_hash_hex"),
+        CheckConstraint(hex32_check("step_hash"), name="step_hash_hex"),
     )
 
-    submission_id: Mapped[str] = mapped_column(
-        Text, ForeignKey(f"{STORE_SCHEMA}.submissions.submission_id"), primary_key=True
-    )
+    submission_id: Mapped[str] = mapped_column(Text, primary_key=True)
     step_index: Mapped[int] = mapped_column(Integer, primary_key=True)
-    global_seq: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey(f"{STORE_SCHEMA}.entries.global_seq"), unique=True
-    )
+    global_seq: Mapped[int] = mapped_column(BigInteger, unique=True)
     step_id: Mapped[str] = mapped_column(Text)
     step_type: Mapped[str] = mapped_column(Text)
     evidence_ids: Mapped[list[str]] = mapped_column(ARRAY(Text))

@@ -13,8 +13,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from engine.canonical import dumps_canonical
-from ledger.hashing import step_hash
+from ledger.hashing import canonical_text, step_hash
 from ledger.records import EntryDraft, StepDraft
 
 RAW_INLINE_LIMIT = 65_536  # rejected raw bytes up to this size are stored as base64; larger: sha256 only
@@ -43,7 +42,7 @@ def received_payload(
 
 def step_draft(step_index: int, step: Any) -> StepDraft:
     """A :class:`StepDraft` from a step dict or model; the hash is over its canonical text."""
-    canonical = dumps_canonical(step)
+    canonical = canonical_text(step)
     plain: Mapping[str, Any] = step if isinstance(step, Mapping) else step.model_dump(mode="python")
     return StepDraft(
         step_index=step_index,

@@ -115,7 +115,7 @@ class LedgerStore:
     def _connection(self) -> Iterator[Connection[Any]]:
         try:
             raw = self.engine.raw_connection()
-        except sqlalchemy.exc.DBAPIError as exc:
+        except (sqlalchemy.exc.DBAPIError, psycopg.Error) as exc:
             raise _translate(exc) from exc
         try:
             driver = raw.driver_connection

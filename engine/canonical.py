@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
@@ -118,17 +119,162 @@ def _dump_model(model: BaseModel, path: str) -> Any:
     return model.model_dump(mode="python", by_alias=True, exclude_none=True)
 
 
+_encode_string = json.encoder.encode_basestring  # C escaper used by json.dumps(ensure_ascii=False)
+_INFINITIES = (math.inf, -math.inf)
+
+
+class _NeedsSlowPath(Exception):
+    """Raised by the fast emitter for anything it does not handle; the reference path decides."""
+
+
+def _emit(value: Any, out: list[str]) -> None:
+    """Append the canonical text of ``value`` to ``out`` in one pass (no path bookkeeping)."""
+    kind = type(value)
+    if kind is str:
+        out.append(_encode_string(value))
+    elif kind is dict:
+        keys = [key for key, item in value.items() if item is not None]
+        if not all(type(key) is str for key in keys):
+            raise _NeedsSlowPath
+        keys.sort()
+        out.append("{")
+        first = True
+        for key in keys:
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_encode_string(key))
+            out.append(":")
+            _emit(value[key], out)
+        out.append("}")
+    elif kind is list or kind is tuple:
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            if item is None:
+                out.append("null")
+            else:
+                _emit(item, out)
+        out.append("]")
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif kind is float:
+        if value != value or value in _INFINITIES:
+            raise _NeedsSlowPath
+        out.append(float.__repr__(value))
+    elif kind is bool:
+        out.append("true" if value else "false")
+    elif value is None:
+        out.append("null")
+    elif isinstance(value, BaseModel):
+        _emit(value.model_dump(mode="python", by_alias=True, exclude_none=True), out)
+    elif kind is datetime:
+        out.append(_encode_string(format_datetime_canonical(value)))
+    else:
+        raise _NeedsSlowPath
+
+
 def dumps_canonical(value: Any) -> str:
-    """Serialise ``value`` as canonical JSON text."""
+    """Serialise ``value`` as canonical JSON text.
+
+    A one-pass emitter handles the common types; anything unusual (int keys, enums, bytes,
+    subclasses, NaN) goes through :func:`canonicalize_value` and ``json.dumps``, which is the
+    reference the emitter is tested against and which names the JSON path of any error.
+    """
+    out: list[str] = []
+    try:
+        _emit(value, out)
+    except (_NeedsSlowPath, RecursionError, ValueError):
+        return _dumps_reference(value)
+    return "".join(out)
+
+
+def _dumps_reference(value: Any) -> str:
     plain = canonicalize_value(value)
     try:
         return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except TypeError as exc:  # mixed int and str keys cannot be sorted
         raise CanonicalizationError(f"cannot sort keys: {exc}", "$") from exc
+    except ValueError as exc:  # e.g. an int too large for str() under the interpreter's digit limit
+        raise CanonicalizationError(str(exc), "$") from exc
+
+
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+# orjson formats small floats differently from Python's repr (0.00001 vs 1e-05, 1e-7 vs 1e-07);
+# any token that could be such a float sends the value to the exact path.
+_SMALL_FLOAT_TOKEN = re.compile(rb"e-|0\.0000")
+
+
+def _orjson_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="python", by_alias=True, exclude_none=True)
+    if isinstance(value, datetime):
+        return format_datetime_canonical(value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    raise TypeError(type(value).__name__)
+
+
+def _orjson_or_none(value: Any) -> bytes | None:
+    try:
+        return orjson.dumps(value, default=_orjson_default, option=_ORJSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _prune_none(value: Any) -> tuple[Any, bool]:
+    """Drop None from dicts at every depth; ``exact`` is False when the value needs the exact path.
+
+    Models are dumped first so their nested plain dicts are pruned too. Non-finite floats, and any
+    type this walk does not know, make ``exact`` False.
+    """
+    kind = type(value)
+    if kind is dict:
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            pruned, exact = _prune_none(item)
+            if not exact:
+                return value, False
+            out[key] = pruned
+        return out, True
+    if kind is list or kind is tuple:
+        items: list[Any] = []
+        for item in value:
+            pruned, exact = _prune_none(item)
+            if not exact:
+                return value, False
+            items.append(pruned)
+        return items, True
+    if kind is float:
+        return value, math.isfinite(value)
+    if value is None or kind is str or kind is int or kind is bool:
+        return value, True
+    if isinstance(value, BaseModel):
+        return _prune_none(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+    if kind is datetime:
+        return format_datetime_canonical(value), True
+    return value, False
 
 
 def canonical_bytes(value: Any) -> bytes:
-    """Canonical JSON encoded as UTF-8; lone surrogates raise :class:`CanonicalizationError`."""
+    """Canonical JSON encoded as UTF-8; lone surrogates raise :class:`CanonicalizationError`.
+
+    Fast path: orjson with sorted keys. Its output is accepted only when it cannot differ from the
+    reference (None pruned from dicts, no NaN, no small float that orjson formats differently);
+    otherwise, or when orjson refuses the value (big ints, non-str keys, sets,
+    surrogates), :func:`dumps_canonical` decides. Equality with the reference is property-tested.
+    """
+    fast = _orjson_or_none(value)
+    if fast is not None and b"null" in fast:
+        # Retry once with None removed from dicts (a cheap walk); nulls left over are list
+        # elements, which the canonical form keeps, unless a NaN hid among them.
+        pruned, exact = _prune_none(value)
+        fast = _orjson_or_none(pruned) if exact else None
+    if fast is not None and not _SMALL_FLOAT_TOKEN.search(fast):
+        return fast
     text = dumps_canonical(value)
     try:
         return text.encode("utf-8")

@@ -14,6 +14,7 @@ Every Merkle root is reported with its leaf count, because Cournot's duplicate-l
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from engine.canonical import from_hex, hash_canonical, to_hex
 from engine.merkle.cournot import compute_por_root, cournot_root
@@ -27,6 +28,8 @@ from engine.schemas import (
 )
 
 __all__ = [
+    "InputCommitments",
+    "commit_inputs",
     "compute_roots",
     "evidence_leaf_hashes",
     "evidence_root",
@@ -85,23 +88,50 @@ def por_root(prompt_hash: str, evidence: str, reasoning: str, verdict: str) -> s
     )
 
 
+@dataclass(frozen=True)
+class InputCommitments:
+    """The commitments over a verdict's inputs, computed once and shared by judge and pipeline."""
+
+    prompt_spec_hash: str
+    evidence_root: str
+    evidence_leaf_count: int
+    reasoning_root: str
+    reasoning_leaf_count: int
+    step_hashes: tuple[str, ...]
+
+
+def commit_inputs(prompt_spec: PromptSpec, bundle: EvidenceBundle, trace: ReasoningTrace) -> InputCommitments:
+    """Hash the prompt spec, every evidence item and every step exactly once."""
+    hashes = tuple(step_hash(step) for step in trace.steps)
+    ev_root, ev_count = evidence_root(bundle)
+    return InputCommitments(
+        prompt_spec_hash=prompt_spec_hash(prompt_spec),
+        evidence_root=ev_root,
+        evidence_leaf_count=ev_count,
+        reasoning_root=to_hex(cournot_root([from_hex(value) for value in hashes])),
+        reasoning_leaf_count=len(hashes),
+        step_hashes=hashes,
+    )
+
+
 def compute_roots(
     prompt_spec: PromptSpec,
     bundle: EvidenceBundle,
     trace: ReasoningTrace,
     verdict: DeterministicVerdict,
+    *,
+    inputs: InputCommitments | None = None,
 ) -> PoRRoots:
-    """All five PoR commitments with leaf counts."""
-    prompt_hash = prompt_spec_hash(prompt_spec)
-    ev_root, ev_count = evidence_root(bundle)
-    rs_root, rs_count = reasoning_root(trace)
+    """All five PoR commitments with leaf counts (``inputs`` reuses hashes already computed)."""
+    if inputs is None:
+        inputs = commit_inputs(prompt_spec, bundle, trace)
     v_hash = verdict_hash(verdict)
     return PoRRoots(
-        prompt_spec_hash=prompt_hash,
-        evidence_root=ev_root,
-        evidence_leaf_count=ev_count,
-        reasoning_root=rs_root,
-        reasoning_leaf_count=rs_count,
+        prompt_spec_hash=inputs.prompt_spec_hash,
+        evidence_root=inputs.evidence_root,
+        evidence_leaf_count=inputs.evidence_leaf_count,
+        reasoning_root=inputs.reasoning_root,
+        reasoning_leaf_count=inputs.reasoning_leaf_count,
         verdict_hash=v_hash,
-        por_root=por_root(prompt_hash, ev_root, rs_root, v_hash),
+        por_root=por_root(inputs.prompt_spec_hash, inputs.evidence_root, inputs.reasoning_root, v_hash),
     )

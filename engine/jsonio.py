@@ -98,6 +98,8 @@ def loads_strict(data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> An
         raise StrictJSONError("invalid_json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
     except RecursionError as exc:
         raise StrictJSONError("too_deep", "nesting too deep to decode") from exc
+    except ValueError as exc:  # integers beyond the interpreter's digit limit
+        raise StrictJSONError("number_too_large", str(exc)) from exc
     return value
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from engine.auditor import AuditorAgent
 from engine.canonical import dumps_canonical
-from engine.commitments import compute_roots, step_hash
+from engine.commitments import commit_inputs, compute_roots
 from engine.judge import JudgeAgent, locate_evaluation_variables
 from engine.schemas import (
     DeterministicVerdict,
@@ -81,14 +81,18 @@ def run_pipeline(
     if judge is None:
         judge = JudgeAgent()
     trace, audit_verification = auditor.audit(prompt_spec, evidence)
-    verdict, judge_verification = judge.judge(prompt_spec, evidence, trace)
+    inputs = commit_inputs(prompt_spec, evidence, trace)
+    if isinstance(judge, JudgeAgent):
+        verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
+    else:
+        verdict, judge_verification = judge.judge(prompt_spec, evidence, trace)
     return PipelineResult(
         trace=trace,
         audit_verification=audit_verification,
         verdict=verdict,
         judge_verification=judge_verification,
-        roots=compute_roots(prompt_spec, evidence, trace, verdict),
-        step_hashes=[step_hash(step) for step in trace.steps],
+        roots=compute_roots(prompt_spec, evidence, trace, verdict, inputs=inputs),
+        step_hashes=list(inputs.step_hashes),
         evaluation_variables=_evaluation_variables(trace),
         engine_version=ENGINE_VERSION,
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.commitments import evidence_root, prompt_spec_hash, reasoning_root
+from engine.commitments import InputCommitments, commit_inputs
 from engine.judge.rules import INVALID, Decision, map_to_verdict
 from engine.judge.schema_lock import SchemaLock
 from engine.schemas import (
@@ -74,23 +74,31 @@ class JudgeAgent:
     role = "judge"
 
     def judge(
-        self, prompt_spec: PromptSpec, evidence: EvidenceBundle, trace: ReasoningTrace
+        self,
+        prompt_spec: PromptSpec,
+        evidence: EvidenceBundle,
+        trace: ReasoningTrace,
+        *,
+        commitments: InputCommitments | None = None,
     ) -> tuple[DeterministicVerdict, VerificationResult]:
         """Decide the market and return the verdict with the checks behind it.
 
         ``VerificationResult.ok`` is true only for a decided outcome (not INVALID) with every check
         passing; ``challenge`` points at the artifact to dispute when the verdict is INVALID.
+        ``commitments`` lets a caller that already hashed the inputs avoid hashing them again.
         """
         decision = map_to_verdict(prompt_spec, evidence, trace)
-        evidence_hex, evidence_count = evidence_root(evidence)
-        reasoning_hex, reasoning_count = reasoning_root(trace)
+        if commitments is None:
+            commitments = commit_inputs(prompt_spec, evidence, trace)
+        evidence_hex, evidence_count = commitments.evidence_root, commitments.evidence_leaf_count
+        reasoning_hex, reasoning_count = commitments.reasoning_root, commitments.reasoning_leaf_count
         verdict = DeterministicVerdict(
             market_id=prompt_spec.market.market_id,
             outcome=decision.outcome,
             confidence=decision.confidence,
             resolution_time=None,
             resolution_rule_id=decision.rule_id,
-            prompt_spec_hash=prompt_spec_hash(prompt_spec),
+            prompt_spec_hash=commitments.prompt_spec_hash,
             evidence_root=evidence_hex,
             reasoning_root=reasoning_hex,
             selected_leaf_refs=selected_leaf_refs(decision, trace),

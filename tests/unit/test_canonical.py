@@ -190,3 +190,53 @@ def test_output_independent_of_insertion_order(doc: dict[str, Any], rnd: Any) ->
 def test_stable_under_parse_and_serialise_round_trip(value: Any) -> None:
     first = dumps_canonical(value)
     assert dumps_canonical(json.loads(first)) == first
+
+
+@given(json_values)
+@settings(max_examples=500)
+def test_fast_emitter_matches_reference_serialiser(value: Any) -> None:
+    from engine.canonical import _dumps_reference
+
+    assert dumps_canonical(value) == _dumps_reference(value)
+
+
+def test_huge_integers_refused_cleanly() -> None:
+    with pytest.raises(CanonicalizationError, match="4300"):
+        dumps_canonical({"n": 10**5000})
+
+
+any_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=20)
+wide_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True)
+    | any_text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(wide_values)
+@settings(max_examples=1500)
+def test_fast_bytes_path_matches_reference_bytes(value: Any) -> None:
+    from engine.canonical import _dumps_reference, canonical_bytes
+
+    assert canonical_bytes(value) == _dumps_reference(value).encode("utf-8")
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True))
+@settings(max_examples=3000)
+def test_fast_bytes_path_matches_python_float_repr(value: float) -> None:
+    from engine.canonical import canonical_bytes
+
+    assert canonical_bytes([value]) == f"[{value!r}]".encode()
+
+
+@pytest.mark.parametrize(
+    "value", [1e-05, 1e-07, 1.5e-09, 1e-10, 1e16, 1e21, 5e-324, -0.0, 95000.0, 2**64, -(2**63) - 1]
+)
+def test_fast_bytes_path_on_known_orjson_differences(value: object) -> None:
+    from engine.canonical import canonical_bytes
+
+    assert canonical_bytes({"v": value}) == f'{{"v":{value!r}}}'.encode()

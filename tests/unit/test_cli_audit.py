@@ -76,7 +76,7 @@ def test_standard_input(monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.Ca
         (b"\xff\xfe{}", "invalid_utf8"),
         ("[]", "expected an object"),
         ("{}", "prompt_spec: field required"),
-        ('{"prompt_spec": 1' + "0" * 5000 + "}", "invalid_json"),
+        ('{"prompt_spec": 1' + "0" * 5000 + "}", "number_too_large"),
     ],
 )
 def test_unreadable_input_exits_2_with_the_problem(

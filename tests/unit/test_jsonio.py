@@ -58,3 +58,9 @@ def test_malformed_json_reports_line_and_column() -> None:
 def test_byte_order_mark_rejected() -> None:
     with pytest.raises(StrictJSONError):
         loads_strict("\ufeff{}".encode())
+
+
+def test_integer_beyond_digit_limit_rejected_with_code() -> None:
+    with pytest.raises(StrictJSONError) as info:
+        loads_strict("1" * 5000)
+    assert info.value.code == "number_too_large"

@@ -71,6 +71,7 @@ class ConsumerConfig:
     host: str
     max_records: int = 500
     poll_timeout_ms: int = 500
+    fetch_max_wait_ms: int = 100
     max_message_bytes: int = 1_048_576
     raw_inline_limit: int = 65_536
     until_idle: float | None = None
@@ -146,6 +147,7 @@ class LedgerConsumer:
             max_partition_fetch_bytes=max(1_048_576, cfg.max_message_bytes + 65_536),
             fetch_max_bytes=max(52_428_800, 4 * cfg.max_message_bytes),
             metadata_max_age_ms=30_000,
+            fetch_max_wait_ms=cfg.fetch_max_wait_ms,
         )
         self._dlq = DeadLetterSender(
             cfg.bootstrap,
@@ -188,7 +190,7 @@ class LedgerConsumer:
                 self._last_activity = time.monotonic()
             self._update_lag()
             await self._commit_kafka()
-            if self._idle_expired():
+            if await self._idle_expired():
                 log.info("idle, exiting", extra={"until_idle": self.config.until_idle})
                 return
 
@@ -207,10 +209,33 @@ class LedgerConsumer:
                     positioned[tp] = kept
         return positioned
 
-    def _idle_expired(self) -> bool:
-        if self.config.until_idle is None or self._last_activity is None:
+    async def _idle_expired(self) -> bool:
+        """``until_idle`` seconds without records, and every owned partition caught up.
+
+        Caught up: the fetch position has reached the high watermark (the position, not the
+        stored offset, so transaction markers at the end of a partition do not keep it busy). A
+        partition whose high watermark is still unknown (no fetch answered yet) counts as caught
+        up only after five idle periods, so a slow first fetch cannot end a batch job early.
+        """
+        consumer = self._consumer
+        if self.config.until_idle is None or self._last_activity is None or consumer is None:
             return False
-        return time.monotonic() - self._last_activity >= self.config.until_idle
+        idle_for = time.monotonic() - self._last_activity
+        if idle_for < self.config.until_idle:
+            return False
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                if idle_for < 5 * self.config.until_idle:
+                    return False
+                continue
+            try:
+                position = await asyncio.wait_for(consumer.position(tp), timeout=1)
+            except (TimeoutError, KafkaError):
+                return False
+            if highwater > position:
+                return False
+        return True
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         def on_retry(exc: BaseException) -> None:

@@ -13,6 +13,7 @@ CONSUMER_COMMAND_MODULES: tuple[str, ...] = (
     "consumers.commands.publish",
     "consumers.commands.consume",
     "consumers.commands.health",
+    "consumers.cli_demo",
     "consumers.cli_stack",
 )
 

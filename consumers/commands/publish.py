@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from consumers.envelope import EnvelopeError
+from consumers.logs import configure_logging
 from consumers.publisher import EnvelopePublisher, PreparedRecord, prepare_file
 from consumers.services import resolve_broker, settings_with
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.event_id and len(args.files) != 1:
         print("--event-id needs exactly one FILE", file=sys.stderr)
         return 2
+    configure_logging("warning")
     settings = settings_with(bootstrap=args.bootstrap)
     records, errors = _prepare(args, settings.max_message_bytes)
     if errors:

@@ -28,7 +28,16 @@ from ledger.hashing import (
     submission_header,
     submission_id_for,
 )
-from ledger.records import AppendResult, ConflictRecord, OffsetAdvance, StoredEntry, SubmissionDraft
+from ledger.records import (
+    FOLLOW_UP_KINDS,
+    AppendResult,
+    ConflictRecord,
+    EntryDraft,
+    OffsetAdvance,
+    StoredEntry,
+    StreamAppendResult,
+    SubmissionDraft,
+)
 
 NOTIFY_CHANNEL = "ledger_entries"
 
@@ -341,3 +350,77 @@ def write_batch(
     if new:
         cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(next_seq - 1)))
     return [result for result in results if result is not None]
+
+
+def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, str]]:
+    """``(kind, payload_canonical, payload_hash)`` for entries that extend an existing chain."""
+    if not entries:
+        raise InvalidDraftError("nothing to append", field_path="entries")
+    out = []
+    for index, entry in enumerate(entries):
+        if entry.kind not in FOLLOW_UP_KINDS:
+            raise InvalidDraftError(
+                f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
+            )
+        text = _canonical(entry.payload, f"entries[{index}].payload")
+        out.append((entry.kind, text, payload_hash(text)))
+    return out
+
+
+def write_follow_ups(
+    cur: Cursor[Any],
+    submission_id: str,
+    prepared: Sequence[tuple[str, str, str]],
+    *,
+    expected_stream_seq: int,
+    engine_version: str,
+    offsets: Sequence[OffsetAdvance] = (),
+) -> StreamAppendResult:
+    """Inside the transaction, after :func:`begin_append`: chain entries after the expected head."""
+    cur.execute(
+        "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version "
+        "FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s ORDER BY stream_seq",
+        (submission_id, expected_stream_seq),
+    )
+    stored = [StoredEntry(*row) for row in cur.fetchall()]
+    if not stored or stored[0].stream_seq != expected_stream_seq:
+        raise InvalidDraftError(
+            f"submission {submission_id} has no entry at stream_seq {expected_stream_seq}",
+            field_path="expected_stream_seq",
+        )
+    head, after = stored[0], tuple(stored[1:])
+    links = [(kind, digest, engine_version) for kind, _, digest in prepared]
+    chain = chain_hashes(submission_id, links, start_seq=head.stream_seq + 1, prev_hash=head.entry_hash)
+    if after:
+        offered = [current for _, _, current in chain]
+        if [entry.entry_hash for entry in after[: len(offered)]] == offered:
+            result = StreamAppendResult("existing", submission_id, after[: len(offered)])
+        else:
+            result = StreamAppendResult("stale", submission_id, after)
+        _advance_offsets(cur, offsets)
+        return result
+    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    row = cur.fetchone()
+    first_seq = (int(row[0]) if row else 0) + 1
+    created = tuple(
+        StoredEntry(first_seq + i, submission_id, seq, kind, digest, prev, current, engine_version)
+        for i, ((kind, _, digest), (seq, prev, current)) in enumerate(zip(prepared, chain, strict=True))
+    )
+    with cur.copy(f"COPY ledger_store.entries ({_ENTRY_COLUMNS}) FROM STDIN") as copy:
+        for entry, (_, text, _) in zip(created, prepared, strict=True):
+            copy.write_row(
+                (
+                    entry.global_seq,
+                    submission_id,
+                    entry.stream_seq,
+                    entry.kind,
+                    text,
+                    entry.payload_hash,
+                    entry.prev_hash,
+                    entry.entry_hash,
+                    engine_version,
+                )
+            )
+    _advance_offsets(cur, offsets)
+    cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(created[-1].global_seq)))
+    return StreamAppendResult("created", submission_id, created)

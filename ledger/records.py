@@ -24,8 +24,11 @@ ENTRY_KINDS: tuple[str, ...] = (
 )
 SUBMISSION_STATUSES: tuple[str, ...] = ("audited", "rejected")
 CONFLICT_REASONS: tuple[str, ...] = ("input_hashes_differ", "header_differs", "entries_differ")
+FOLLOW_UP_KINDS: tuple[str, ...] = ("reasoning.verified", "replay.verified")
+"""Kinds that may extend an existing submission's chain (never a second received/step/audit entry)."""
 
 AppendStatus = Literal["created", "existing", "conflict"]
+StreamAppendStatus = Literal["created", "existing", "stale"]
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,20 @@ class AppendResult:
         """Raise :class:`~ledger.errors.IdempotencyConflictError` if this was a conflict."""
         if self.conflict is not None:
             raise self.conflict.to_error()
+
+
+@dataclass(frozen=True)
+class StreamAppendResult:
+    """Outcome of :meth:`ledger.store.LedgerStore.append_to_stream`.
+
+    ``created``: written now (``entries`` are the new ones). ``existing``: the same entries already
+    follow the expected head (an idempotent repeat; nothing written). ``stale``: the chain moved past
+    the expected head with other entries; nothing written, ``entries`` are what follows the head.
+    """
+
+    status: StreamAppendStatus
+    submission_id: str
+    entries: tuple[StoredEntry, ...]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import sqlalchemy.exc
 from psycopg import Connection, IsolationLevel
 from sqlalchemy import Engine
 
-from ledger.append import begin_append, prepare, write_batch
+from ledger.append import begin_append, prepare, prepare_follow_ups, write_batch, write_follow_ups
 from ledger.connect import create_ledger_engine
 from ledger.errors import (
     AppendOnlyViolationError,
@@ -30,10 +30,12 @@ from ledger.errors import (
 )
 from ledger.records import (
     AppendResult,
+    EntryDraft,
     LedgerEntry,
     OffsetAdvance,
     OperationalInfo,
     StoredStep,
+    StreamAppendResult,
     SubmissionDraft,
     SubmissionRecord,
 )
@@ -160,6 +162,42 @@ class LedgerStore:
     def append(self, submission: SubmissionDraft, offsets: Sequence[OffsetAdvance] = ()) -> AppendResult:
         """Append one submission (a batch of one)."""
         return self.append_batch([submission], offsets)[0]
+
+    def append_to_stream(
+        self,
+        submission_id: str,
+        entries: Sequence[EntryDraft],
+        *,
+        expected_stream_seq: int,
+        engine_version: str,
+        offsets: Sequence[OffsetAdvance] = (),
+    ) -> StreamAppendResult:
+        """Extend a stored submission's chain with follow-up entries (``reasoning.verified``, ``replay.verified``).
+
+        Optimistic concurrency like an event store's expected version: ``expected_stream_seq`` is the
+        head the caller saw. Under the append lock the entries are chained after it and written,
+        unless the chain has moved: then nothing is written and the result is ``existing`` (the same
+        entries are already there) or ``stale``. Raises :class:`~ledger.errors.InvalidDraftError`
+        when the submission has no entry at ``expected_stream_seq``.
+        """
+        if not engine_version:
+            raise InvalidDraftError("engine_version is required", field_path="engine_version")
+        prepared = prepare_follow_ups(entries)
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            begin_append(
+                cur,
+                role=self.role,
+                lock_timeout=self.lock_timeout,
+                idle_timeout=self.idle_in_transaction_timeout,
+            )
+            return write_follow_ups(
+                cur,
+                submission_id,
+                prepared,
+                expected_stream_seq=expected_stream_seq,
+                engine_version=engine_version,
+                offsets=offsets,
+            )
 
     # -- reads ---------------------------------------------------------------------------
 

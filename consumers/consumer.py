@@ -18,6 +18,7 @@ offset stored in Postgres; Kafka's own commits are advisory (lag dashboards only
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -155,19 +156,18 @@ class LedgerConsumer:
             client_id=f"{cfg.client_id}-dlq",
             max_message_bytes=cfg.max_message_bytes,
         )
-        await self._dlq.start()
         try:
+            await self._dlq.start()
             await self._consumer.start()
-            try:
-                self._consumer.subscribe([cfg.topic], listener=_Rebalance(self))
-                log.info(
-                    "consuming", extra={"topic": cfg.topic, "group": cfg.group_id, "bootstrap": cfg.bootstrap}
-                )
-                await self._loop()
-            finally:
-                await self._commit_kafka(force=True)
-                await self._consumer.stop()  # leaves the group: the partitions move on at once
+            self._consumer.subscribe([cfg.topic], listener=_Rebalance(self))
+            log.info(
+                "consuming", extra={"topic": cfg.topic, "group": cfg.group_id, "bootstrap": cfg.bootstrap}
+            )
+            await self._loop()
         finally:
+            with contextlib.suppress(Exception):
+                await self._commit_kafka(force=True)
+            await self._consumer.stop()  # leaves the group: the partitions move on at once
             await self._dlq.stop()
         log.info("stopped", extra={"topic": cfg.topic, "group": cfg.group_id})
 

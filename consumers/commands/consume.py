@@ -10,6 +10,7 @@ import socket
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
 
 from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
@@ -131,5 +132,10 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except LedgerError as exc:
         log.error("ledger error", extra={"code": exc.code, "error": exc.message})
+        return 1
+    except KafkaError as exc:
+        log.error(
+            "broker error", extra={"bootstrap": broker.bootstrap, "error": f"{type(exc).__name__}: {exc}"}
+        )
         return 1
     return 0

@@ -125,6 +125,20 @@ def _verdict_lines(records: Sequence[DemoRecord], found: dict[str, Any]) -> list
     return lines
 
 
+def _finding_lines(records: Sequence[DemoRecord], found: dict[str, Any]) -> list[str]:
+    order = [market_of(record) for record in records if not record.raw]
+    by_market: dict[str, list[dict[str, Any]]] = {}
+    for row in found["findings"]:
+        by_market.setdefault(row["market_id"], []).append(row)
+    lines = []
+    for market in sorted(by_market, key=lambda m: order.index(m) if m in order else len(order)):
+        rows = by_market[market]
+        kind = "conflict" if rows[0]["conflict_detected"] else "insufficient evidence"
+        lines.append(f"  {market} ({kind})")
+        lines += [f"      {row['check_id']}: {row['message']}" for row in rows]
+    return lines or ["  none"]
+
+
 def _rejection_lines(
     records: Sequence[DemoRecord], sent: Sequence[SentRecord], found: dict[str, Any]
 ) -> list[str]:
@@ -168,6 +182,9 @@ def print_report(out: TextIO, result: DemoResult) -> None:
         "",
         "Verdicts per market (views ledger.verdicts, ledger.audit_results, ledger.submissions)",
         *_verdict_lines(records, found),
+        "",
+        "Conflicts and insufficient evidence (failed checks, ledger.audit_results.checks)",
+        *_finding_lines(records, found),
         "",
         f"Rejections (view ledger.rejections; copies with reason headers on topic {DLQ_TOPIC})",
         *_rejection_lines(records, sent, found),

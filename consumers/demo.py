@@ -203,6 +203,12 @@ SELECT v.market_id, v.outcome, v.confidence, v.resolution_rule_id,
 REJECTIONS_SQL = """
 SELECT kafka_partition, kafka_offset, reason_code, message, field_path, market_id, dlq_topic
   FROM ledger.rejections ORDER BY global_seq"""
+FINDINGS_SQL = """
+SELECT a.market_id, a.conflict_detected, c ->> 'check_id' AS check_id, c ->> 'message' AS message
+  FROM ledger.audit_results a CROSS JOIN LATERAL jsonb_array_elements(a.checks) AS c
+ WHERE (a.conflict_detected OR a.insufficient_evidence)
+   AND c ->> 'severity' = 'error' AND c ->> 'ok' = 'false'
+ ORDER BY a.global_seq, c ->> 'check_id'"""
 TOTALS_SQL = """
 SELECT (SELECT count(*) FROM ledger.submissions) AS submissions,
        (SELECT count(*) FROM ledger.entries) AS entries,
@@ -217,6 +223,7 @@ def query_ledger(database_url: str) -> dict[str, Any]:
         return {
             "verdicts": conn.execute(VERDICTS_SQL).fetchall(),
             "rejections": conn.execute(REJECTIONS_SQL).fetchall(),
+            "findings": conn.execute(FINDINGS_SQL).fetchall(),
             "totals": conn.execute(TOTALS_SQL).fetchone(),
         }
 

@@ -160,7 +160,7 @@ SQL_TO_TRY = (
     "SELECT market_id, outcome, confidence FROM ledger.verdicts ORDER BY global_seq;",
     "SELECT market_id, conflict_detected, insufficient_evidence FROM ledger.audit_results;",
     "SELECT market_id, step_id, step_type, step_hash FROM ledger.trace_steps WHERE market_id LIKE 'mk_btc%';",
-    "SELECT reason_code, message, field_path, dlq_topic, dlq_offset FROM ledger.rejections;",
+    "SELECT reason_code, message, field_path, kafka_partition, kafka_offset FROM ledger.rejections;",
     "SELECT market_id, status, step_count, kafka_partition, kafka_offset FROM ledger.submissions;",
 )
 

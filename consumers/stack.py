@@ -129,7 +129,8 @@ class Progress:
             def spin() -> None:
                 for frame in itertools.cycle(self.FRAMES):
                     elapsed = time.monotonic() - started
-                    self._write(f"\r\033[K[{self.prefix}] {frame} {label} {self.detail} {elapsed:.1f}s")
+                    shown = f"{label} {self.detail}" if self.detail else label
+                    self._write(f"\r\033[K[{self.prefix}] {frame} {shown} {elapsed:.1f}s")
                     if stop.wait(0.1):
                         return
 

@@ -82,7 +82,9 @@ def test_up_publish_consume_query_down(workdir: Path) -> None:
     ok(ledger(workdir, "consume", "--until-idle", "3"))
 
     with psycopg.connect(url.group(1), connect_timeout=10) as conn:
-        outcomes = dict(conn.execute("SELECT market_id, outcome FROM ledger.verdicts").fetchall())
+        outcomes: dict[str, str] = dict(
+            conn.execute("SELECT market_id, outcome FROM ledger.verdicts").fetchall()
+        )
         reasons = sorted(row[0] for row in conn.execute("SELECT reason_code FROM ledger.rejections"))
         steps = conn.execute("SELECT count(*) FROM ledger.trace_steps").fetchone()
     assert len(outcomes) == len(bundles)

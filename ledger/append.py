@@ -38,6 +38,7 @@ from ledger.records import (
     StreamAppendResult,
     SubmissionDraft,
 )
+from ledger.translog.tree import append_entries_to_tree
 
 NOTIFY_CHANNEL = "ledger_entries"
 
@@ -341,6 +342,7 @@ def write_batch(
             results.append(None)
     if new:
         _copy_new(cur, new)
+        append_entries_to_tree(cur, [entry for offer, first in new for entry in offer.stored_entries(first)])
     for index, offer, found, reason in pending:
         conflict = _record_conflict(cur, offer, found, reason)
         results[index] = AppendResult(
@@ -421,6 +423,7 @@ def write_follow_ups(
                     engine_version,
                 )
             )
+    append_entries_to_tree(cur, created)
     _advance_offsets(cur, offsets)
     cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(created[-1].global_seq)))
     return StreamAppendResult("created", submission_id, created)

@@ -1,17 +1,9 @@
-"""Store access for the reasoning stage: the work query and appending to an existing chain.
+"""Store access for the reasoning stage: the work query, and appending to an existing chain.
 
-:func:`append_to_stream` is the store API the stage needs and ``LedgerStore`` lacks (its
-``append_batch`` only writes whole submissions: offering more entries than are stored is an
-``entries_differ`` conflict). It is written here, on the store's own append lock and
-:func:`ledger.append.begin_append`, because ``ledger/store.py`` and ``ledger/append.py`` are being
-changed by another engineer; it is meant to move there as ``LedgerStore.append_to_stream`` with
-the same signature (see ``docs/reasoning-verification.md`` §5).
-
-Optimistic concurrency, like an event store's expected version: the caller names the
-``stream_seq`` it saw at the head of the submission's chain. Under the global append lock the
-entries are chained after that head and written, unless the chain has moved: then nothing is
-written and the entries that appeared are returned (``stale``), or, if they are exactly the
-offered ones, ``existing`` (an idempotent repeat).
+Appending is the store's own :meth:`ledger.store.LedgerStore.append_to_stream` (optimistic
+concurrency like an event store's expected version: under the global append lock the entries are
+chained after the named head unless the chain has moved — then nothing is written and the result
+is ``stale``, or ``existing`` for an idempotent repeat).
 """
 
 from __future__ import annotations
@@ -20,16 +12,14 @@ import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 import sqlalchemy.exc
 from psycopg import Connection, IsolationLevel
 
-from ledger.append import NOTIFY_CHANNEL, begin_append
 from ledger.errors import InvalidDraftError
-from ledger.hashing import canonical_text, chain_hashes, payload_hash
-from ledger.records import EntryDraft, StoredEntry
+from ledger.records import EntryDraft, StreamAppendResult
 from ledger.store import LedgerStore, _translate
 
 __all__ = [
@@ -39,22 +29,6 @@ __all__ = [
     "append_to_stream",
     "find_reasoning_work",
 ]
-
-FOLLOW_UP_KINDS = ("reasoning.verified", "replay.verified")
-"""Kinds that may be appended to an existing chain (never a second received/step/audit entry)."""
-
-StreamAppendStatus = Literal["created", "existing", "stale"]
-
-
-@dataclass(frozen=True)
-class StreamAppendResult:
-    """``created``: written now; ``existing``: the same entries already follow the expected head;
-    ``stale``: the chain moved past the expected head, nothing written. ``entries`` are the new
-    entries (created) or the stored entries after the expected head (existing, stale)."""
-
-    status: StreamAppendStatus
-    submission_id: str
-    entries: tuple[StoredEntry, ...]
 
 
 @contextlib.contextmanager
@@ -75,26 +49,6 @@ def _connection(store: LedgerStore) -> Iterator[Connection[Any]]:
         raw.close()
 
 
-def _prepared(entries: Sequence[EntryDraft]) -> list[tuple[str, str, str]]:
-    if not entries:
-        raise InvalidDraftError("nothing to append", field_path="entries")
-    out = []
-    for index, entry in enumerate(entries):
-        if entry.kind not in FOLLOW_UP_KINDS:
-            raise InvalidDraftError(
-                f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
-            )
-        text = canonical_text(entry.payload)
-        out.append((entry.kind, text, payload_hash(text)))
-    return out
-
-
-_STREAM_SELECT = (
-    "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version "
-    "FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s ORDER BY stream_seq"
-)
-
-
 def append_to_stream(
     store: LedgerStore,
     submission_id: str,
@@ -105,53 +59,14 @@ def append_to_stream(
 ) -> StreamAppendResult:
     """Chain ``entries`` after entry ``expected_stream_seq`` of ``submission_id`` (see module doc).
 
-    Raises :class:`~ledger.errors.InvalidDraftError` when the submission has no such entry.
+    Raises :class:`~ledger.errors.InvalidDraftError` when the submission has no such entry or an
+    entry kind may not extend a chain.
     """
     if not engine_version:
         raise InvalidDraftError("engine_version is required", field_path="engine_version")
-    prepared = _prepared(entries)
-    with _connection(store) as conn, conn.transaction(), conn.cursor() as cur:
-        begin_append(
-            cur,
-            role=store.role,
-            lock_timeout=store.lock_timeout,
-            idle_timeout=store.idle_in_transaction_timeout,
-        )
-        cur.execute(_STREAM_SELECT, (submission_id, expected_stream_seq))
-        stored = [StoredEntry(*row) for row in cur.fetchall()]
-        if not stored or stored[0].stream_seq != expected_stream_seq:
-            raise InvalidDraftError(
-                f"submission {submission_id} has no entry at stream_seq {expected_stream_seq}",
-                field_path="expected_stream_seq",
-            )
-        head, after = stored[0], tuple(stored[1:])
-        links = [(kind, digest, engine_version) for kind, _, digest in prepared]
-        chain = chain_hashes(submission_id, links, start_seq=head.stream_seq + 1, prev_hash=head.entry_hash)
-        if after:
-            offered = [current for _, _, current in chain]
-            if [entry.entry_hash for entry in after[: len(offered)]] == offered:
-                return StreamAppendResult("existing", submission_id, after[: len(offered)])
-            return StreamAppendResult("stale", submission_id, after)
-        cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
-        row = cur.fetchone()
-        first_seq = (int(row[0]) if row else 0) + 1
-        rows = [
-            (first_seq + i, submission_id, seq, kind, text, digest, prev, current, engine_version)
-            for i, ((kind, text, digest), (seq, prev, current)) in enumerate(
-                zip(prepared, chain, strict=True)
-            )
-        ]
-        cur.executemany(
-            "INSERT INTO ledger_store.entries (global_seq, submission_id, stream_seq, kind, payload_canonical, "
-            "payload_hash, prev_hash, entry_hash, engine_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            rows,
-        )
-        cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(rows[-1][0])))
-    created = tuple(
-        StoredEntry(g, s_id, seq, kind, digest, prev, current, version)
-        for g, s_id, seq, kind, _, digest, prev, current, version in rows
+    return store.append_to_stream(
+        submission_id, entries, expected_stream_seq=expected_stream_seq, engine_version=engine_version
     )
-    return StreamAppendResult("created", submission_id, created)
 
 
 @dataclass(frozen=True)

@@ -57,13 +57,24 @@ def _hook(url: str, entries: list[Any], role: str | None = None) -> None:
         append_entries_to_tree(cur, entries)
 
 
-def test_stored_tree_equals_the_reference_tree_for_every_size(
+def _forget_tree(url: str) -> None:
+    """Simulate a ledger whose entries predate the tree (as a superuser, bypassing the triggers)."""
+    with psycopg.connect(libpq_url(url)) as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute("SET LOCAL session_replication_role = replica")
+        cur.execute("DELETE FROM ledger_store.merkle_nodes")
+
+
+def _reference_leaves(entries: list[Any]) -> list[bytes]:
+    return [entry_leaf_hash(entry.entry_hash) for entry in entries]
+
+
+def test_the_append_path_keeps_the_stored_tree_equal_to_the_reference_for_every_size(
     ledger_store: LedgerStore, engine: Engine
 ) -> None:
     entries = _append(ledger_store, 6)
+    leaves = _reference_leaves(entries)
     with engine.begin() as connection:
-        assert catch_up_tree(connection) == len(entries)
-    leaves = [entry_leaf_hash(entry.entry_hash) for entry in entries]
+        assert catch_up_tree(connection) == 0, "the append transaction already extended the tree"
     with engine.connect() as connection:
         assert tree_size(connection) == len(leaves)
         for size in range(len(leaves) + 1):
@@ -76,39 +87,42 @@ def test_stored_tree_equals_the_reference_tree_for_every_size(
             root_at(connection, len(leaves) + 1)
 
 
-def test_catch_up_is_idempotent(ledger_store: LedgerStore, engine: Engine) -> None:
-    _append(ledger_store, 2)
-    with engine.begin() as connection:
-        assert catch_up_tree(connection) > 0
-    with engine.begin() as connection:
-        assert catch_up_tree(connection) == 0
-
-
-def test_the_append_hook_extends_the_tree_as_the_writer_role_with_about_two_rows_per_leaf(
+def test_catch_up_rebuilds_a_missing_tree_and_is_idempotent(
     ledger_store: LedgerStore, engine: Engine, migrated_database_url: str
 ) -> None:
-    appended: list[Any] = []
-    for i in range(5):
-        result = ledger_store.append(audited(f"hook{i}"))
-        _hook(migrated_database_url, list(result.entries), role="ledger_writer")
-        appended.extend(result.entries)
+    entries = _append(ledger_store, 2)
+    _forget_tree(migrated_database_url)
+    with engine.begin() as connection:
+        assert catch_up_tree(connection) == len(entries)
+    with engine.begin() as connection:
+        assert catch_up_tree(connection) == 0
+        assert root_at(connection, len(entries)) == root_from_leaf_hashes(_reference_leaves(entries))
+
+
+def test_appends_as_the_writer_role_extend_the_tree_with_about_two_rows_per_leaf(
+    migrated_database_url: str, engine: Engine
+) -> None:
+    writer = LedgerStore(migrated_database_url, role="ledger_writer")
+    try:
+        appended = [entry for i in range(5) for entry in writer.append(audited(f"hook{i}")).entries]
+    finally:
+        writer.close()
     n = len(appended)
     with engine.connect() as connection:
         rows = connection.execute(text("SELECT count(*) FROM ledger_store.merkle_nodes")).scalar()
         assert rows == 2 * n - n.bit_count()
-        assert root_at(connection, n) == root_from_leaf_hashes(
-            [entry_leaf_hash(e.entry_hash) for e in appended]
-        )
+        assert root_at(connection, n) == root_from_leaf_hashes(_reference_leaves(appended))
 
 
-def test_the_hook_catches_up_first_when_entries_predate_it(
+def test_the_append_hook_catches_up_first_when_entries_predate_the_tree(
     ledger_store: LedgerStore, engine: Engine, migrated_database_url: str
 ) -> None:
     earlier = _append(ledger_store, 3)
+    _forget_tree(migrated_database_url)
     latest = list(ledger_store.append(audited("late")).entries)
-    _hook(migrated_database_url, latest)
     with engine.connect() as connection:
-        leaves = [entry_leaf_hash(e.entry_hash) for e in [*earlier, *latest]]
+        leaves = _reference_leaves([*earlier, *latest])
+        assert tree_size(connection) == len(leaves)
         assert root_at(connection, len(leaves)) == root_from_leaf_hashes(leaves)
 
 
@@ -116,7 +130,6 @@ def test_extending_past_entries_already_in_the_tree_is_refused(
     ledger_store: LedgerStore, migrated_database_url: str
 ) -> None:
     entries = list(ledger_store.append(audited("once")).entries)
-    _hook(migrated_database_url, entries)
     with pytest.raises(TreeError, match="ahead"):
         _hook(migrated_database_url, entries)
 

@@ -5,14 +5,18 @@ One batch = one ``getmany``. Per batch, in this order:
 1. decode, validate and audit every record (in a worker thread, so heartbeats keep flowing);
 2. send the dead-letter copies of refused records and wait until the broker acknowledged them;
 3. ONE Postgres transaction: every submission (audited and ``submission.rejected``) plus the
-   forward-only partition offsets (``OffsetAdvance(from_offset=stored, next_offset=last + 1)``).
+   forward-only partition offsets (``OffsetAdvance(from_offset, next_offset=last + 1)``).
+
+Steps 2–3 of batch *k* run while step 1 audits batch *k + 1*; commits stay strictly in order and
+at most one batch waits, so a slow database slows polling down instead of piling up work.
 
 A crash between 2 and 3 re-delivers the batch: the dead-letter topic may get a duplicate, the
 ledger never does (idempotency keys, also for rejections). If Postgres is unavailable the same
 batch is retried with backoff and nothing advances. If another member advanced an offset first
 (``StaleOffsetError``: this member is a zombie after a rebalance), the whole batch was rolled
-back and the partitions are re-sought from Postgres. On assignment every partition seeks to the
-offset stored in Postgres; Kafka's own commits are advisory (lag dashboards only).
+back; the audited batch behind it is dropped and every partition re-seeks from Postgres. On
+assignment every partition seeks to the offset stored in Postgres; Kafka's own commits are
+advisory (lag dashboards only).
 """
 
 from __future__ import annotations
@@ -23,42 +27,23 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from consumers.batch import BatchWriter, LedgerPort, PreparedBatch
 from consumers.dlq import DeadLetterSender
-from consumers.envelope import EnvelopeError, Reason
 from consumers.metrics import ConsumerMetrics
-from consumers.processing import Auditor, Outcome, Rejection, build_rejection, process_batch
+from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
-from ledger.errors import (
-    AppendOnlyViolationError,
-    LedgerError,
-    LedgerPermissionError,
-    SchemaNotReadyError,
-    StaleOffsetError,
-)
-from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.records import OffsetAdvance
 
 __all__ = ["ConsumerConfig", "LedgerConsumer", "LedgerPort"]
 
 log = logging.getLogger("consumers.consumer")
 
 T = TypeVar("T")
-# Errors that mean "misconfigured", not "this record is bad": stop instead of dead-lettering.
-_FATAL = (SchemaNotReadyError, LedgerPermissionError, AppendOnlyViolationError)
-
-
-class LedgerPort(Protocol):
-    """The part of :class:`ledger.store.LedgerStore` the consumer uses."""
-
-    def append_batch(
-        self, submissions: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance] = ()
-    ) -> list[AppendResult]: ...
-
-    def load_offsets(self, group: str, topic: str) -> dict[int, int]: ...
 
 
 @dataclass
@@ -113,13 +98,15 @@ class LedgerConsumer:
         self.auditor = auditor
         self.metrics = metrics or ConsumerMetrics()
         self.stored: dict[TopicPartition, int] = {}  # next offset committed in Postgres, per owned partition
+        self.expected: dict[TopicPartition, int] = {}  # next offset after the last batch handed to the writer
         self._stop = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._not_auditing = asyncio.Event()
+        self._not_auditing.set()
+        self._pending: asyncio.Task[bool] | None = None  # the writer's commit of the previous batch
         self._last_activity: float | None = None
         self._last_kafka_commit = 0.0
         self._consumer: AIOKafkaConsumer | None = None
-        self._dlq: DeadLetterSender | None = None
+        self._writer: BatchWriter | None = None
 
     def request_stop(self) -> None:
         """Finish (or cleanly abandon) the current batch, leave the group and return from run()."""
@@ -147,17 +134,28 @@ class LedgerConsumer:
             max_poll_interval_ms=cfg.max_poll_interval_ms,
             max_partition_fetch_bytes=max(1_048_576, cfg.max_message_bytes + 65_536),
             fetch_max_bytes=max(52_428_800, 4 * cfg.max_message_bytes),
-            metadata_max_age_ms=30_000,
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
+            metadata_max_age_ms=30_000,
         )
-        self._dlq = DeadLetterSender(
+        dlq = DeadLetterSender(
             cfg.bootstrap,
             cfg.dlq_topic,
             client_id=f"{cfg.client_id}-dlq",
             max_message_bytes=cfg.max_message_bytes,
         )
+        self._writer = BatchWriter(
+            store=self.store,
+            dlq=dlq,
+            metrics=self.metrics,
+            retrying=self._retrying,
+            stored=self.stored,
+            topic=cfg.topic,
+            group=cfg.group_id,
+            raw_inline_limit=cfg.raw_inline_limit,
+            max_message_bytes=cfg.max_message_bytes,
+        )
         try:
-            await self._dlq.start()
+            await dlq.start()
             await self._consumer.start()
             self._consumer.subscribe([cfg.topic], listener=_Rebalance(self))
             log.info(
@@ -168,49 +166,102 @@ class LedgerConsumer:
             with contextlib.suppress(Exception):
                 await self._commit_kafka(force=True)
             await self._consumer.stop()  # leaves the group: the partitions move on at once
-            await self._dlq.stop()
+            await dlq.stop()
         log.info("stopped", extra={"topic": cfg.topic, "group": cfg.group_id})
 
     async def _loop(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            while not self.stopping:
+                fetched = await consumer.getmany(
+                    timeout_ms=self.config.poll_timeout_ms, max_records=self.config.max_records
+                )
+                batch = self._positioned(fetched)
+                if batch:
+                    await self._audit_and_hand_over(batch)
+                    self._last_activity = time.monotonic()
+                elif self._pending is not None:
+                    await self._settle()  # nothing new: finish the commit in flight
+                self._update_lag()
+                await self._commit_kafka()
+                if await self._idle_expired():
+                    log.info("idle, exiting", extra={"until_idle": self.config.until_idle})
+                    break
+            await self._settle()
+        except BatchAbandoned:
+            log.warning("batch abandoned at shutdown; it will be re-delivered")
+
+    async def _audit_and_hand_over(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        """Stage 1 for this batch, then start its commit once the previous commit has finished."""
+        self._not_auditing.clear()
+        try:
+            prepared = await self._audit(batch)
+            if not await self._settle():
+                return  # the previous batch was fenced: this one was audited from stale positions
+            if not prepared.offsets:
+                return  # every partition of the batch was revoked while it was audited
+            assert self._writer is not None
+            self._pending = asyncio.create_task(self._writer.write(prepared))
+        finally:
+            self._not_auditing.set()
+
+    async def _settle(self) -> bool:
+        """Wait for the commit in flight; after a fenced one, re-seek everything. True if all is well."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return True
+        if await pending:
+            return True
         assert self._consumer is not None
-        while not self.stopping:
-            fetched = await self._consumer.getmany(
-                timeout_ms=self.config.poll_timeout_ms, max_records=self.config.max_records
-            )
-            batch = self._positioned(fetched)
-            if batch:
-                self._idle.clear()
-                try:
-                    await self._handle_batch(batch)
-                except BatchAbandoned:
-                    log.warning("batch abandoned at shutdown; it will be re-delivered")
-                    return
-                finally:
-                    self._idle.set()
-                self._last_activity = time.monotonic()
-            self._update_lag()
-            await self._commit_kafka()
-            if await self._idle_expired():
-                log.info("idle, exiting", extra={"until_idle": self.config.until_idle})
-                return
+        await self._reseek(list(self._consumer.assignment()))
+        return False
 
     def _positioned(self, batch: dict[TopicPartition, list[Any]]) -> dict[TopicPartition, list[Any]]:
-        """Only records at or after the Postgres position of partitions this member has sought.
+        """Only records at or after this member's position of partitions it has sought.
 
         aiokafka may start fetching from Kafka's (advisory) position before the assignment
         callback has sought to the Postgres offsets; such records are dropped and fetched again.
         """
         positioned = {}
         for tp, records in batch.items():
-            stored = self.stored.get(tp)
-            if stored is not None:
-                kept = [record for record in records if record.offset >= stored]
+            expected = self.expected.get(tp)
+            if expected is not None:
+                kept = [record for record in records if record.offset >= expected]
                 if kept:
                     positioned[tp] = kept
         return positioned
 
+    async def _audit(self, batch: dict[TopicPartition, list[Any]]) -> PreparedBatch:
+        cfg = self.config
+        started = time.monotonic()
+        records = [record for tp in sorted(batch, key=lambda tp: tp.partition) for record in batch[tp]]
+        self.metrics.consumed.labels(cfg.topic).inc(len(records))
+        outcomes = await asyncio.to_thread(
+            process_batch,
+            records,
+            self.auditor,
+            group=cfg.group_id,
+            host=cfg.host,
+            dlq_topic=cfg.dlq_topic,
+            max_bytes=cfg.max_message_bytes,
+            inline_limit=cfg.raw_inline_limit,
+        )
+        owned = {tp for tp in batch if tp in self.expected}  # a partition may be revoked meanwhile
+        if len(owned) < len(batch):
+            batch = {tp: tp_records for tp, tp_records in batch.items() if tp in owned}
+            outcomes = [o for o in outcomes if TopicPartition(o.context.topic, o.context.partition) in owned]
+        offsets = []
+        for tp, tp_records in batch.items():
+            next_offset = tp_records[-1].offset + 1
+            offsets.append(
+                OffsetAdvance(cfg.group_id, tp.topic, tp.partition, self.expected[tp], next_offset)
+            )
+            self.expected[tp] = next_offset
+        return PreparedBatch(batch, outcomes, offsets, started, time.monotonic() - started)
+
     async def _idle_expired(self) -> bool:
-        """``until_idle`` seconds without records, and every owned partition caught up.
+        """``until_idle`` seconds without records, nothing in flight, and every partition caught up.
 
         Caught up: the fetch position has reached the high watermark (the position, not the
         stored offset, so transaction markers at the end of a partition do not keep it busy). A
@@ -221,7 +272,7 @@ class LedgerConsumer:
         if self.config.until_idle is None or self._last_activity is None or consumer is None:
             return False
         idle_for = time.monotonic() - self._last_activity
-        if idle_for < self.config.until_idle:
+        if idle_for < self.config.until_idle or self._pending is not None:
             return False
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
@@ -251,124 +302,6 @@ class LedgerConsumer:
             on_retry=on_retry,
         )
 
-    # --- one batch -----------------------------------------------------------------------
-
-    async def _handle_batch(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        cfg = self.config
-        started = time.monotonic()
-        records = [record for tp in sorted(batch, key=lambda tp: tp.partition) for record in batch[tp]]
-        self.metrics.consumed.labels(cfg.topic).inc(len(records))
-        outcomes = await asyncio.to_thread(
-            process_batch,
-            records,
-            self.auditor,
-            group=cfg.group_id,
-            host=cfg.host,
-            dlq_topic=cfg.dlq_topic,
-            max_bytes=cfg.max_message_bytes,
-            inline_limit=cfg.raw_inline_limit,
-        )
-        rejections = [outcome for outcome in outcomes if isinstance(outcome, Rejection)]
-        await self._send_dead_letters(rejections)
-        offsets = [
-            OffsetAdvance(
-                cfg.group_id, tp.topic, tp.partition, self.stored.get(tp, 0), tp_records[-1].offset + 1
-            )
-            for tp, tp_records in batch.items()
-        ]
-        try:
-            results = await self._append(_unique_drafts(outcomes), offsets)
-        except StaleOffsetError as exc:
-            self._fenced(exc)
-            await self._reseek(list(batch))
-            return
-        except _FATAL:
-            raise
-        except LedgerError as exc:  # one draft the database refuses must not block the partition
-            log.error(
-                "ledger refused the batch; committing record by record",
-                extra={"code": exc.code, "error": exc.message, "records": len(records)},
-            )
-            await self._commit_one_by_one(outcomes)
-            return
-        self._advanced(offsets)
-        self.metrics.record_outcomes(cfg.topic, outcomes, results)
-        elapsed = time.monotonic() - started
-        self.metrics.batches.inc()
-        self.metrics.batch_seconds.observe(elapsed)
-        self.metrics.batch_records.observe(len(records))
-        created = sum(result.status == "created" for result in results)
-        conflicts = sum(result.status == "conflict" for result in results)
-        log.info(
-            "batch committed",
-            extra={
-                "records": len(records),
-                "new": created,
-                "existing": len(outcomes) - created - conflicts,
-                "conflicts": conflicts,
-                "rejected": len(rejections),
-                "next_offsets": {tp.partition: self.stored[tp] for tp in batch},
-                "seconds": round(elapsed, 4),
-            },
-        )
-
-    async def _send_dead_letters(self, rejections: Sequence[Rejection]) -> None:
-        dlq = self._dlq
-        assert dlq is not None
-        if rejections:
-            await self._retrying("dead-letter send", lambda: dlq.send(rejections))
-
-    async def _append(
-        self, drafts: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance]
-    ) -> list[AppendResult]:
-        return await self._retrying(
-            "ledger append", lambda: asyncio.to_thread(self.store.append_batch, drafts, offsets)
-        )
-
-    def _advanced(self, offsets: Sequence[OffsetAdvance]) -> None:
-        for advance in offsets:
-            self.stored[TopicPartition(advance.topic, advance.partition)] = advance.next_offset
-
-    def _fenced(self, exc: StaleOffsetError) -> None:
-        self.metrics.stale_batches.inc()
-        log.warning(
-            "offsets advanced by another member; batch rolled back, re-seeking from Postgres",
-            extra={"partition": exc.partition, "from_offset": exc.from_offset},
-        )
-
-    async def _commit_one_by_one(self, outcomes: Sequence[Outcome]) -> None:
-        """Commit each record in its own transaction; one the database refuses is dead-lettered."""
-        cfg = self.config
-        for outcome in outcomes:
-            ctx = outcome.context
-            tp = TopicPartition(ctx.topic, ctx.partition)
-            stored = self.stored.get(tp, 0)
-            if ctx.offset < stored:
-                continue
-            advance = OffsetAdvance(cfg.group_id, ctx.topic, ctx.partition, stored, ctx.offset + 1)
-            try:
-                try:
-                    results = await self._append([outcome.draft], [advance])
-                except (StaleOffsetError, *_FATAL):
-                    raise
-                except LedgerError as exc:
-                    refused = EnvelopeError(Reason.LEDGER_REFUSED, f"{exc.code}: {exc.message}")
-                    outcome = build_rejection(
-                        refused,
-                        ctx,
-                        dlq_topic=cfg.dlq_topic,
-                        inline_limit=cfg.raw_inline_limit,
-                        dlq_value_limit=cfg.max_message_bytes,
-                    )
-                    await self._send_dead_letters([outcome])
-                    results = await self._append([outcome.draft], [advance])
-            except StaleOffsetError as exc:
-                self._fenced(exc)
-                await self._reseek([tp])
-                return
-            self._advanced([advance])
-            self.metrics.record_outcomes(cfg.topic, [outcome], results)
-
     # --- partitions ----------------------------------------------------------------------
 
     async def partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
@@ -382,17 +315,27 @@ class LedgerConsumer:
         log.info("partitions assigned", extra={"partitions": sorted(tp.partition for tp in assigned)})
 
     async def partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
-        """Let the batch in flight finish (bounded) before the partitions move to another member."""
+        """Let the batches in flight finish (bounded) before the partitions move to another member."""
         if not revoked:
             return
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout=max(1.0, self.config.session_timeout_ms / 1000))
+            await asyncio.wait_for(self._quiesce(), timeout=max(1.0, self.config.session_timeout_ms / 1000))
         except TimeoutError:
             log.warning("batch still in flight at revocation; its commit will be fenced if it is stale")
         for tp in revoked:
             self.stored.pop(tp, None)
+            self.expected.pop(tp, None)
             self.metrics.forget_partition(tp.topic, tp.partition)
         log.info("partitions revoked", extra={"partitions": sorted(tp.partition for tp in revoked)})
+
+    async def _quiesce(self) -> None:
+        """Return once no batch is being audited and no commit is in flight (never raises)."""
+        while True:
+            await self._not_auditing.wait()
+            pending = self._pending
+            if pending is None or pending.done():
+                return
+            await asyncio.wait([pending])
 
     async def _reseek(self, partitions: Sequence[TopicPartition]) -> None:
         consumer = self._consumer
@@ -406,7 +349,7 @@ class LedgerConsumer:
         owned = consumer.assignment()
         for tp in partitions:
             if tp in owned:
-                self.stored[tp] = stored.get(tp.partition, 0)
+                self.stored[tp] = self.expected[tp] = stored.get(tp.partition, 0)
                 consumer.seek(tp, self.stored[tp])
 
     def _update_lag(self) -> None:
@@ -432,14 +375,3 @@ class LedgerConsumer:
             await asyncio.wait_for(self._consumer.commit(offsets), timeout=5)
         except (TimeoutError, KafkaError) as exc:
             log.debug("advisory Kafka commit failed", extra={"error": str(exc)})
-
-
-def _unique_drafts(outcomes: Sequence[Outcome]) -> list[SubmissionDraft]:
-    """One draft per idempotency key: a bundle sent twice in one batch is written once."""
-    seen: set[str] = set()
-    drafts = []
-    for outcome in outcomes:
-        if outcome.draft.idempotency_key not in seen:
-            seen.add(outcome.draft.idempotency_key)
-            drafts.append(outcome.draft)
-    return drafts

@@ -1,0 +1,216 @@
+"""Writing one audited batch: dead letters first, then ONE Postgres transaction with the offsets.
+
+:class:`BatchWriter` is the second stage of the consumer: while it commits batch *k*, the loop
+audits batch *k + 1*. Commits stay strictly sequential, so each batch's ``from_offset`` is the
+previous batch's ``next_offset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from aiokafka import TopicPartition
+
+from consumers.dlq import DeadLetterSender
+from consumers.envelope import EnvelopeError, Reason
+from consumers.metrics import ConsumerMetrics
+from consumers.processing import Outcome, Rejection, build_rejection
+from ledger.errors import (
+    AppendOnlyViolationError,
+    LedgerError,
+    LedgerPermissionError,
+    SchemaNotReadyError,
+    StaleOffsetError,
+)
+from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+
+__all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "LedgerPort", "PreparedBatch"]
+
+log = logging.getLogger("consumers.consumer")
+
+T = TypeVar("T")
+Retrying = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+# Errors that mean "misconfigured", not "this record is bad": stop instead of dead-lettering.
+FATAL_LEDGER_ERRORS = (SchemaNotReadyError, LedgerPermissionError, AppendOnlyViolationError)
+
+
+class LedgerPort(Protocol):
+    """The part of :class:`ledger.store.LedgerStore` the consumer uses."""
+
+    def append_batch(
+        self, submissions: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance] = ()
+    ) -> list[AppendResult]: ...
+
+    def load_offsets(self, group: str, topic: str) -> dict[int, int]: ...
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """An audited batch waiting to be committed."""
+
+    batch: dict[TopicPartition, list[Any]]
+    outcomes: list[Outcome]
+    offsets: list[OffsetAdvance]
+    started: float
+    audit_seconds: float
+
+    @property
+    def rejections(self) -> list[Rejection]:
+        """The refused records."""
+        return [outcome for outcome in self.outcomes if isinstance(outcome, Rejection)]
+
+
+def unique_drafts(outcomes: Sequence[Outcome]) -> list[SubmissionDraft]:
+    """One draft per idempotency key: a bundle sent twice in one batch is written once."""
+    seen: set[str] = set()
+    drafts = []
+    for outcome in outcomes:
+        if outcome.draft.idempotency_key not in seen:
+            seen.add(outcome.draft.idempotency_key)
+            drafts.append(outcome.draft)
+    return drafts
+
+
+class BatchWriter:
+    """Commits prepared batches and keeps ``stored`` (the Postgres offsets) up to date."""
+
+    def __init__(
+        self,
+        *,
+        store: LedgerPort,
+        dlq: DeadLetterSender,
+        metrics: ConsumerMetrics,
+        retrying: Retrying,
+        stored: dict[TopicPartition, int],
+        topic: str,
+        group: str,
+        raw_inline_limit: int,
+        max_message_bytes: int,
+    ) -> None:
+        """``stored`` is shared with the consumer, which re-seeks from it."""
+        self.store = store
+        self.dlq = dlq
+        self.metrics = metrics
+        self.retrying = retrying
+        self.stored = stored
+        self.topic = topic
+        self.group = group
+        self.raw_inline_limit = raw_inline_limit
+        self.max_message_bytes = max_message_bytes
+
+    async def write(self, prepared: PreparedBatch) -> bool:
+        """Dead letters, then the transaction. False when fenced (nothing written; re-seek)."""
+        sent_started = time.monotonic()
+        await self.send_dead_letters(prepared.rejections)
+        append_started = time.monotonic()
+        try:
+            results = await self.append(unique_drafts(prepared.outcomes), prepared.offsets)
+        except StaleOffsetError as exc:
+            self.fenced(exc)
+            return False
+        except FATAL_LEDGER_ERRORS:
+            raise
+        except LedgerError as exc:  # one draft the database refuses must not block the partition
+            log.error(
+                "ledger refused the batch; committing record by record",
+                extra={"code": exc.code, "error": exc.message, "records": len(prepared.outcomes)},
+            )
+            return await self.write_one_by_one(prepared.outcomes)
+        self.advanced(prepared.offsets)
+        self.metrics.record_outcomes(self.topic, prepared.outcomes, results)
+        self._log_committed(prepared, results, sent_started, append_started)
+        return True
+
+    def _log_committed(
+        self,
+        prepared: PreparedBatch,
+        results: Sequence[AppendResult],
+        sent_started: float,
+        append_started: float,
+    ) -> None:
+        now = time.monotonic()
+        records = len(prepared.outcomes)
+        self.metrics.batches.inc()
+        self.metrics.batch_seconds.observe(now - prepared.started)
+        self.metrics.batch_records.observe(records)
+        created = sum(result.status == "created" for result in results)
+        conflicts = sum(result.status == "conflict" for result in results)
+        log.info(
+            "batch committed",
+            extra={
+                "records": records,
+                "new": created,
+                "existing": records - created - conflicts,
+                "conflicts": conflicts,
+                "rejected": len(prepared.rejections),
+                "next_offsets": {advance.partition: advance.next_offset for advance in prepared.offsets},
+                "seconds": round(now - prepared.started, 4),
+                "audit_seconds": round(prepared.audit_seconds, 4),
+                "dlq_seconds": round(append_started - sent_started, 4),
+                "append_seconds": round(now - append_started, 4),
+            },
+        )
+
+    async def send_dead_letters(self, rejections: Sequence[Rejection]) -> None:
+        """Send and wait for acknowledgement, retrying while the broker is unavailable."""
+        if rejections:
+            await self.retrying("dead-letter send", lambda: self.dlq.send(rejections))
+
+    async def append(
+        self, drafts: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance]
+    ) -> list[AppendResult]:
+        """One transaction, retried with backoff while Postgres is unavailable."""
+        results: list[AppendResult] = await self.retrying(
+            "ledger append", lambda: asyncio.to_thread(self.store.append_batch, drafts, offsets)
+        )
+        return results
+
+    def advanced(self, offsets: Sequence[OffsetAdvance]) -> None:
+        """Record committed offsets."""
+        for advance in offsets:
+            self.stored[TopicPartition(advance.topic, advance.partition)] = advance.next_offset
+
+    def fenced(self, exc: StaleOffsetError) -> None:
+        """Count and log a batch rolled back because another member advanced an offset first."""
+        self.metrics.stale_batches.inc()
+        log.warning(
+            "offsets advanced by another member; batch rolled back, re-seeking from Postgres",
+            extra={"partition": exc.partition, "from_offset": exc.from_offset},
+        )
+
+    async def write_one_by_one(self, outcomes: Sequence[Outcome]) -> bool:
+        """Each record in its own transaction; one the database refuses is dead-lettered instead."""
+        for outcome in outcomes:
+            ctx = outcome.context
+            tp = TopicPartition(ctx.topic, ctx.partition)
+            from_offset = self.stored.get(tp, 0)
+            if ctx.offset < from_offset:
+                continue
+            advance = OffsetAdvance(self.group, ctx.topic, ctx.partition, from_offset, ctx.offset + 1)
+            try:
+                try:
+                    results = await self.append([outcome.draft], [advance])
+                except (StaleOffsetError, *FATAL_LEDGER_ERRORS):
+                    raise
+                except LedgerError as exc:
+                    refused = EnvelopeError(Reason.LEDGER_REFUSED, f"{exc.code}: {exc.message}")
+                    outcome = build_rejection(
+                        refused,
+                        ctx,
+                        dlq_topic=self.dlq.topic,
+                        inline_limit=self.raw_inline_limit,
+                        dlq_value_limit=self.max_message_bytes,
+                    )
+                    await self.send_dead_letters([outcome])
+                    results = await self.append([outcome.draft], [advance])
+            except StaleOffsetError as exc:
+                self.fenced(exc)
+                return False
+            self.advanced([advance])
+            self.metrics.record_outcomes(self.topic, [outcome], results)
+        return True

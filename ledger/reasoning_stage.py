@@ -54,7 +54,6 @@ __all__ = [
     "format_operand",
     "not_applicable_payload",
     "replay_reasoning_entry",
-    "restore_result",
     "result_payload",
     "status_of",
 ]
@@ -216,32 +215,6 @@ def not_applicable_payload(
     }
 
 
-def _restore_policy(policy: Any) -> Any:
-    if isinstance(policy, Mapping) and "temperature" not in policy:
-        return {**policy, "temperature": None}
-    return policy
-
-
-def restore_result(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored result dict made model-ready again.
-
-    Canonical JSON drops ``None`` from dicts, and ``DecodingPolicy.temperature`` defaults to
-    ``0.0``: a provider recorded with no temperature (e.g. an unavailable one) would come back
-    with ``0.0`` and change descriptors, fingerprints and the result hash. Absent means None here.
-    """
-    restored = dict(stored)
-    for key in ("providers", "exchanges"):
-        items = restored.get(key)
-        if isinstance(items, list):
-            restored[key] = [
-                {**item, "decoding_policy": _restore_policy(item.get("decoding_policy"))}
-                if isinstance(item, Mapping) and "decoding_policy" in item
-                else item
-                for item in items
-            ]
-    return restored
-
-
 class ReasoningReplay(NamedTuple):
     """``identical`` when the re-run reproduces the recorded ``result_hash``; ``diff`` says where not."""
 
@@ -286,7 +259,7 @@ def replay_reasoning_entry(
     if not isinstance(stored, Mapping):
         return ReasoningReplay(False, ["payload: no result"])
     try:
-        recorded = ReasoningResult.model_validate(restore_result(stored))
+        recorded = ReasoningResult.model_validate(stored)
     except ValidationError as exc:
         return ReasoningReplay(False, [f"payload: result is malformed: {exc.error_count()} error(s)"])
     query, expression = task_block.get("query"), task_block.get("expression")

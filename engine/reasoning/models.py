@@ -60,7 +60,9 @@ class DecodingPolicy(BaseModel):
 
     model_config = _FROZEN
 
-    temperature: float | None = 0.0
+    temperature: float | None = None
+    """``None`` means "not set"; it must be the default so a stored policy (canonical JSON drops
+    None) validates back to the same value and the result hash round-trips."""
     seed: int | None = None
     structured_output: str = "none"
     """How schema-locked JSON is requested (e.g. ``openai.response_format.json_schema``)."""

@@ -10,7 +10,8 @@ COPY consumers ./consumers
 COPY migrations ./migrations
 COPY schemas ./schemas
 COPY samples ./samples
-RUN pip install . && useradd --system --uid 10001 ledger
+# Editable install: migrations/ and samples/ are found beside the packages, as in a checkout.
+RUN pip install -e . && useradd --system --uid 10001 ledger
 USER ledger
 EXPOSE 9108
 HEALTHCHECK --interval=15s --timeout=5s --retries=5 CMD ["ledger", "health"]

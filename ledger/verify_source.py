@@ -1,0 +1,166 @@
+"""Reading the ledger for ``ledger verify``: submissions in pages with all their entries and steps.
+
+Submissions are paged by ``submission_id`` (keyset on the primary key); each page loads its
+entries (``ORDER BY submission_id, stream_seq`` on the unique index) and step rows with one
+``= ANY(...)`` query each. A submission's entries need not be contiguous in ``global_seq``
+(follow-up kinds are chained later), so grouping is by submission, never by position.
+Ledger-wide facts (the global sequence, step rows that belong to no entry) are single queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import Connection
+
+__all__ = [
+    "EntryRow",
+    "StepRow",
+    "SubmissionGroup",
+    "count_submissions",
+    "iter_groups",
+    "load_page",
+    "orphan_steps",
+    "sequence_facts",
+]
+
+PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """One stored entry: committed columns and the exact canonical payload text."""
+
+    global_seq: int
+    stream_seq: int
+    kind: str
+    payload_canonical: str
+    payload_hash: str
+    prev_hash: str
+    entry_hash: str
+    engine_version: str
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One stored trace step row."""
+
+    step_index: int
+    global_seq: int
+    step_id: str
+    step_type: str
+    evidence_ids: tuple[str, ...]
+    step_hash: str
+    canonical_step: str
+
+
+@dataclass(frozen=True)
+class SubmissionGroup:
+    """A submission row with its entries (stream order) and step rows (step order)."""
+
+    submission_id: str
+    idempotency_key: str
+    market_id: str | None
+    bundle_id: str | None
+    status: str
+    input_hashes_canonical: str
+    engine_version: str
+    entries: tuple[EntryRow, ...]
+    steps: tuple[StepRow, ...]
+
+
+def count_submissions(conn: Connection[Any]) -> int:
+    """How many submissions there are (for the progress bar)."""
+    row = conn.execute("SELECT count(*) FROM ledger_store.submissions").fetchone()
+    return int(row[0]) if row else 0
+
+
+def sequence_facts(conn: Connection[Any], limit: int = 20) -> tuple[int, int, list[tuple[int, int]]]:
+    """``(entries, max global_seq, missing ranges)``; the ranges (first ``limit``) only when there is a gap."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(max(global_seq), 0), coalesce(min(global_seq), 1) FROM ledger_store.entries"
+    ).fetchone()
+    count, maximum, minimum = (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 1)
+    if count == maximum and minimum == 1:
+        return count, maximum, []
+    gaps = conn.execute(
+        "SELECT prev + 1, global_seq - 1 FROM (SELECT global_seq, coalesce(lag(global_seq) OVER "
+        "(ORDER BY global_seq), 0) AS prev FROM ledger_store.entries) s WHERE global_seq > prev + 1 "
+        "ORDER BY global_seq LIMIT %(limit)s",
+        {"limit": limit},
+    ).fetchall()
+    return count, maximum, [(int(first), int(last)) for first, last in gaps]
+
+
+def orphan_steps(
+    conn: Connection[Any], limit: int = 100
+) -> list[tuple[str, int, int, str | None, str | None]]:
+    """Step rows whose entry is missing or is not a ``trace.step`` of the same submission:
+    ``(submission_id, step_index, global_seq, entry submission, entry kind)``."""
+    rows = conn.execute(
+        "SELECT t.submission_id, t.step_index, t.global_seq, e.submission_id, e.kind FROM ledger_store.trace_steps t "
+        "LEFT JOIN ledger_store.entries e ON e.global_seq = t.global_seq "
+        "WHERE e.global_seq IS NULL OR e.submission_id <> t.submission_id OR e.kind <> 'trace.step' "
+        "ORDER BY t.global_seq LIMIT %(limit)s",
+        {"limit": limit},
+    ).fetchall()
+    return [(str(r[0]), int(r[1]), int(r[2]), r[3], r[4]) for r in rows]
+
+
+def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
+    ids = [head[0] for head in heads]
+    entries: dict[str, list[EntryRow]] = {sid: [] for sid in ids}
+    for row in conn.execute(
+        "SELECT submission_id, global_seq, stream_seq, kind, payload_canonical, payload_hash, prev_hash, "
+        "entry_hash, engine_version FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
+        "ORDER BY submission_id, stream_seq",
+        {"ids": ids},
+    ):
+        entries[row[0]].append(EntryRow(*row[1:]))
+    steps: dict[str, list[StepRow]] = {sid: [] for sid in ids}
+    for row in conn.execute(
+        "SELECT submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step "
+        "FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) ORDER BY submission_id, step_index",
+        {"ids": ids},
+    ):
+        steps[row[0]].append(StepRow(row[1], row[2], row[3], row[4], tuple(row[5] or ()), row[6], row[7]))
+    return [
+        SubmissionGroup(
+            submission_id=sid,
+            idempotency_key=key,
+            market_id=market_id,
+            bundle_id=bundle_id,
+            status=status,
+            input_hashes_canonical=input_hashes,
+            engine_version=version,
+            entries=tuple(entries[sid]),
+            steps=tuple(steps[sid]),
+        )
+        for sid, key, market_id, bundle_id, status, input_hashes, version in heads
+    ]
+
+
+def load_page(conn: Connection[Any], after: str, page_size: int) -> list[SubmissionGroup]:
+    """Up to ``page_size`` submissions with ``submission_id > after``, with their entries and steps."""
+    heads = conn.execute(
+        "SELECT submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, "
+        "engine_version FROM ledger_store.submissions WHERE submission_id > %(after)s "
+        "ORDER BY submission_id LIMIT %(limit)s",
+        {"after": after, "limit": page_size},
+    ).fetchall()
+    return _page(conn, heads) if heads else []
+
+
+def iter_groups(conn: Connection[Any], page_size: int = PAGE_SIZE) -> Iterator[list[SubmissionGroup]]:
+    """Every submission, page by page, with its entries and steps."""
+    after = ""
+    while True:
+        page = load_page(conn, after, page_size)
+        if not page:
+            return
+        yield page
+        if len(page) < page_size:
+            return
+        after = page[-1].submission_id

@@ -70,8 +70,4 @@ def test_two_members_of_one_group_split_the_work_without_duplicates(
     assert_ledger_exact(database_url, {f"bundle_{index:06d}" for index in range(N)})
     new_per_member = [sum(line["new"] for line in committed(member)) for member in members]
     assert all(count > 0 for count in new_per_member), new_per_member
-    assert sum(new_per_member) == N
-    partitions_per_member = [
-        {int(p) for line in committed(member) for p in line["next_offsets"]} for member in members
-    ]
-    assert not partitions_per_member[0] & partitions_per_member[1]
+    assert sum(new_per_member) == N  # every bundle written by exactly one member

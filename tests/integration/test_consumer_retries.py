@@ -126,3 +126,24 @@ async def test_fenced_zombie_rolls_back_and_re_seeks_without_duplicates(
     assert sample(metrics, "ledger_stale_batches_total") == 1
     assert_ledger_exact(migrated_database_url, {doc["evidence_bundle"]["bundle_id"] for doc in documents})
     assert sum(stored_offsets(migrated_database_url, f"{topic_name}-group", topic_name).values()) == N
+
+
+async def test_shutdown_during_an_outage_abandons_the_batch_and_writes_nothing(
+    kafka_bootstrap: str, migrated_database_url: str, topic_name: str
+) -> None:
+    await asyncio.to_thread(publish, kafka_bootstrap, topic_name, [make_inputs(index) for index in range(10)])
+    metrics = ConsumerMetrics()
+    with LedgerStore(migrated_database_url) as store:
+        flaky = FlakyStore(store, outages=10**6)
+        consumer = LedgerConsumer(config(kafka_bootstrap, topic_name), flaky, audit_envelope, metrics)
+        running = asyncio.create_task(consumer.run())
+        deadline = asyncio.get_running_loop().time() + 60
+        while sample(metrics, "ledger_db_retries_total") < 2:
+            assert asyncio.get_running_loop().time() < deadline, "the consumer never tried to commit"
+            await asyncio.sleep(0.05)
+        consumer.request_stop()
+        await asyncio.wait_for(running, 30)
+        flaky.down.close()
+
+    assert stored_offsets(migrated_database_url, f"{topic_name}-group", topic_name) == {}
+    assert_ledger_exact(migrated_database_url, set())

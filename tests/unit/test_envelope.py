@@ -191,3 +191,9 @@ def test_evidence_for_unknown_requirement_refused() -> None:
     error = refusal(encode(document))
     assert error.reason is Reason.UNKNOWN_REQUIREMENT
     assert error.path == "$.evidence_bundle.items[0].requirement_id"
+
+
+def test_lone_surrogate_has_no_canonical_form() -> None:
+    raw = encode(envelope()).replace(b"Compare price", b"Compare \\ud800 price")
+    error = refusal(raw)
+    assert error.reason is Reason.NOT_CANONICAL

@@ -163,6 +163,8 @@ class LedgerConsumer:
             )
             await self._loop()
         finally:
+            if self._pending is not None and not self._pending.done():  # an unexpected error left one
+                await asyncio.wait([self._pending], timeout=30)  # a commit is atomic: let it finish
             with contextlib.suppress(Exception):
                 await self._commit_kafka(force=True)
             await self._consumer.stop()  # leaves the group: the partitions move on at once

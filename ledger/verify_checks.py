@@ -40,7 +40,6 @@ class _Checker(RootChecks):
         self.payloads: dict[str, Any] = {}
         self.pieces: dict[str, Any] = {}
         self.step_entries: dict[int, tuple[EntryRow, dict[str, Any]]] = {}
-        self.fast = True
         self.market_id = group.market_id
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
@@ -142,10 +141,8 @@ class _Checker(RootChecks):
             payload, canonical, pieces = parse_canonical(entry.payload_canonical, split=split)
         except ValueError as exc:
             self.report("payload_not_json", f"the payload text is not JSON: {exc}", **where)
-            self.fast = self.fast and entry.kind == "trace.step"
             return None
         if not canonical:
-            self.fast = self.fast and entry.kind == "trace.step"
             self.report("payload_not_canonical", "the payload text is not in canonical form", **where)
         if entry.kind not in self.payloads and entry.kind != "trace.step":
             self.payloads[entry.kind] = payload

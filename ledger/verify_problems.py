@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
@@ -20,6 +23,7 @@ __all__ = [
     "is_hex32",
     "parse_canonical",
     "quote",
+    "sha256_hex",
     "top_level_value",
 ]
 
@@ -59,19 +63,40 @@ def is_hex32(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 66 and value[:2] == "0x" and set(value[2:]) <= _HEX
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_PLAIN_KEY = re.compile(r'[^"\\\x00-\x1f]*')
+_PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f]*')
+# orjson writes floats below 1e-4 unlike Python's repr (0.00001 and 1e-7 vs 1e-05 and 1e-07): any
+# token that could be one, and any null (which the canonical form drops inside objects), goes to
+# the exact path instead. Other floats, ints and strings come out byte-identical.
+_SMALL_EXPONENT = re.compile(rb"[0-9]e-")
 
 
-def canonical_of(value: Any, fast: bool) -> str:
-    """Canonical text of a value parsed from canonical JSON (``fast``: sorted json.dumps suffices,
-    which holds when the value has no None inside an object)."""
-    return _ENCODER.encode(value) if fast else canonical_text(value)
+def _needs_exact(out: bytes) -> bool:
+    """Plain substring tests first (fast); the regex only when an ``e-`` is there at all."""
+    if b"null" in out or b"0.0000" in out:
+        return True
+    return b"e-" in out and _SMALL_EXPONENT.search(out) is not None
+
+
+def canonical_of(value: Any) -> bytes:
+    """Canonical JSON bytes of a value parsed from JSON: orjson with sorted keys when that cannot
+    differ from the canonical form, else :func:`ledger.hashing.canonical_text` (ValueError if none)."""
+    try:
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        out = None
+    if out is not None and not _needs_exact(out):
+        return out
+    return canonical_text(value).encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    """``0x`` + SHA-256 of ``data``."""
+    return "0x" + hashlib.sha256(data).hexdigest()
 
 
 def quote(text: str) -> str:
     """``text`` as a JSON string, as the canonical form writes it."""
-    return f'"{text}"' if _PLAIN_KEY.fullmatch(text) else _ENCODER.encode(text)
+    return f'"{text}"' if _PLAIN_TEXT.fullmatch(text) else json.dumps(text, ensure_ascii=False)
 
 
 MISSING = object()
@@ -81,9 +106,9 @@ _DECODER = json.JSONDecoder()
 def top_level_value(text: str, key: str) -> Any:
     """The value of ``key`` in a canonical JSON object text, decoding only the members before it
     (keys are sorted); :data:`MISSING` when absent. Raises ValueError on anything else."""
-    if not text.startswith("{") or text == "{}":
-        if text == "{}":
-            return MISSING
+    if text == "{}":
+        return MISSING
+    if not text.startswith("{"):
         raise ValueError("not a JSON object")
     position = 1
     while True:
@@ -100,49 +125,39 @@ def top_level_value(text: str, key: str) -> Any:
         position += 1
 
 
-_DICT_PATHS = frozenset({"", "evidence_bundle"})
-_PIECES = frozenset({"prompt_spec", "verdict"})
-
-
-def _compose(value: Any, path: str, pieces: dict[str, Any]) -> str:
-    """Canonical text of a None-free value, serialising the parts replay/verify hash only once:
-    ``pieces`` gets the texts of ``prompt_spec``, ``verdict`` and each ``evidence_bundle.items``."""
-    if path in _DICT_PATHS and isinstance(value, dict):
-        children = (f"{path}.{key}" if path else key for key in sorted(value))
-        parts = [
-            f"{quote(key)}:{_compose(value[key], child, pieces)}"
-            for key, child in zip(sorted(value), children, strict=True)
-        ]
-        return "{" + ",".join(parts) + "}"
-    if path == "evidence_bundle.items" and isinstance(value, list):
-        items = [canonical_of(item, True) for item in value]
-        pieces["items"] = items
-        return "[" + ",".join(items) + "]"
-    text = canonical_of(value, True)
-    if path in _PIECES:
-        pieces[path] = text
-    return text
+def _pieces(value: Any) -> dict[str, Any]:
+    """Canonical bytes of the parts verify hashes: ``prompt_spec``, ``verdict`` and each evidence item."""
+    pieces: dict[str, Any] = {}
+    if not isinstance(value, dict):
+        return pieces
+    for name in ("prompt_spec", "verdict"):
+        if name in value:
+            pieces[name] = canonical_of(value[name])
+    bundle = value.get("evidence_bundle")
+    if isinstance(bundle, dict) and isinstance(bundle.get("items"), list):
+        pieces["items"] = [canonical_of(item) for item in bundle["items"]]
+    return pieces
 
 
 def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[str, Any]]:
     """``(parsed, is canonical, pieces)``; raises ValueError when the text is not JSON.
 
-    With ``split``, ``pieces`` holds the canonical texts of the parts verify hashes (see
-    :func:`_compose`); it is empty when the text is not canonical or holds a ``null`` (then the
-    full canonical rules are used).
+    With ``split``, ``pieces`` holds the canonical bytes of the parts verify hashes (see
+    :func:`_pieces`), so each is serialised once.
     """
-    value = json.loads(text)
-    if "null" in text:  # a null inside an object is dropped by the canonical form: use the full rules
+    data = text.encode("utf-8")
+    try:
+        value = orjson.loads(data)
+        canonical = canonical_of(value) == data
+    except (orjson.JSONDecodeError, ValueError):
+        canonical = False
+    if not canonical:  # orjson reads ints beyond 64 bits as floats, refuses NaN: the standard parser decides
+        value = json.loads(text)
         try:
-            return value, canonical_text(value) == text, {}
+            canonical = canonical_of(value) == data
         except ValueError:
             return value, False, {}
-    pieces: dict[str, Any] = {}
-    try:
-        canonical = (_compose(value, "", pieces) if split else canonical_of(value, True)) == text
-    except ValueError:
-        return value, False, {}
-    return value, canonical, pieces if canonical else {}
+    return value, canonical, _pieces(value) if split and canonical else {}
 
 
 def cournot_root_hex(hex_leaves: list[str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.sentinel import Challenge, ChallengeKind, MerkleProofPacket, make_challenge
 from ledger.hashing import text_sha256
-from ledger.verify_problems import Problem, canonical_of, cournot_root_hex, is_hex32
+from ledger.verify_problems import Problem, canonical_of, cournot_root_hex, is_hex32, sha256_hex
 
 __all__ = ["COMPONENTS", "RootChecks"]
 
@@ -29,7 +29,6 @@ class RootChecks:
     payloads: dict[str, Any]
     pieces: dict[str, Any]
     problems: list[Problem]
-    fast: bool
     market_id: str | None
     claimed_roots: dict[str, Any]
     bundle_root: str | None
@@ -69,15 +68,20 @@ class RootChecks:
             )
             return
         pieces = self.pieces
-        prompt_hash = text_sha256(pieces.get("prompt_spec") or canonical_of(spec, self.fast))
-        item_texts = pieces.get("items") or [canonical_of(item, self.fast) for item in items]
-        evidence_leaves = [text_sha256(text) for text in item_texts]
+        try:
+            prompt_hash = sha256_hex(pieces.get("prompt_spec") or canonical_of(spec))
+            item_bytes = pieces.get("items") or [canonical_of(item) for item in items]
+            verdict_hash = sha256_hex(pieces.get("verdict") or canonical_of(verdict))
+        except ValueError as exc:
+            self.report("inputs_invalid", f"a stored input or the verdict has no canonical form: {exc}")
+            return
+        evidence_leaves = [sha256_hex(data) for data in item_bytes]
         step_leaves = [text_sha256(text) for text in self.step_texts]
         components = [
             prompt_hash,
             cournot_root_hex(evidence_leaves),
             cournot_root_hex(step_leaves),
-            text_sha256(pieces.get("verdict") or canonical_of(verdict, self.fast)),
+            verdict_hash,
         ]
         self.recomputed_por = components
         por_root = cournot_root_hex(components)

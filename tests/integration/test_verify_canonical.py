@@ -1,0 +1,63 @@
+"""Verify's fast canonical checks agree with the reference canonical form on arbitrary JSON values.
+
+No database: these pin the helpers ``ledger verify`` relies on to decide "canonical or not" and to
+hash stored inputs (orjson when it cannot differ, the exact rules otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger.hashing import canonical_text
+from ledger.verify_problems import MISSING, canonical_of, parse_canonical, top_level_value
+
+FLOATS = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+    [1e-05, 5e-05, 2.5e-05, 1e-07, 0.0001, 1e16, 1e22, -0.0, 95000.0, 1.2345678901234568e17]
+)
+SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | FLOATS | st.text(max_size=12)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES)
+def test_canonical_of_is_the_canonical_form(value: Any) -> None:
+    assert canonical_of(value) == canonical_text(value).encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_parse_canonical_accepts_canonical_text_and_refuses_other_spellings(value: Any) -> None:
+    text = canonical_text(value)
+    parsed, canonical, _ = parse_canonical(text)
+    assert canonical and canonical_text(parsed) == text
+    spaced = json.dumps(value, indent=1, ensure_ascii=False)
+    if spaced != text:
+        assert parse_canonical(spaced)[1] is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), VALUES, max_size=5), st.text(max_size=6))
+def test_top_level_value_reads_one_member_of_a_canonical_object(members: dict[str, Any], key: str) -> None:
+    text = canonical_text(members)
+    parsed = json.loads(text)
+    found = top_level_value(text, key)
+    if key in parsed:
+        assert found == parsed[key]
+    else:
+        assert found is MISSING
+
+
+def test_payloads_with_a_null_inside_an_object_are_not_canonical() -> None:
+    assert parse_canonical('{"a":null,"b":1}')[1] is False
+    assert parse_canonical('{"a":[null],"b":1}')[1] is True
+    assert parse_canonical('{"x":1e-5}')[1] is False
+    assert parse_canonical('{"x":1e-05}')[1] is True
+    assert parse_canonical('{"b":1,"a":2}')[1] is False

@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from engine.canonical import canonical_bytes
 from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
 from ledger.hashing import text_sha256
+from ledger.replay_canonical import canonical_of, model_canonical
 
-__all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run", "model_canonical"]
+__all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run"]
 
 MAX_DIFF_LINES = 200
 Status = Literal["identical", "diverged", "version_drift"]
@@ -75,9 +75,8 @@ class Outcome:
     first: Difference | None
 
 
-def model_canonical(value: BaseModel | Any) -> str:
-    """The engine's canonical JSON text of ``value`` (:func:`engine.canonical.canonical_bytes`)."""
-    return canonical_bytes(value).decode("utf-8")
+def _model(model: BaseModel) -> str:
+    return model_canonical(model).decode("utf-8")
 
 
 def _pretty(text: str | None) -> list[str]:
@@ -106,27 +105,27 @@ def canonical_diff(stored: str | None, replayed: str | None, label: str) -> str:
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None else model_canonical(value)
+    return None if value is None else canonical_of(value).decode("utf-8")
 
 
 def _extras(stored: StoredArtifacts, result: PipelineResult) -> list[tuple[str, str | None, str | None]]:
     """``(component, stored canonical, replayed canonical)`` for every payload part beyond steps/verdict."""
     audit, verdict, received = stored.audit, stored.verdict, stored.received
-    roots = model_canonical(result.roots)
+    roots = _model(result.roots)
     trace = {
         "evidence_refs": result.trace.evidence_refs,
-        "policy": result.trace.policy,
+        "policy": result.trace.policy.model_dump(mode="python", by_alias=True, exclude_none=True),
         "step_hashes": result.step_hashes,
         "trace_id": result.trace.trace_id,
     }
     return [
         ("audit.roots", _text(audit.get("roots")), roots),
-        ("audit.verification_result", _text(audit.get("verification_result")), model_canonical(result.audit_verification)),
-        ("audit.evaluation_variables", _text(audit.get("evaluation_variables")), model_canonical(result.evaluation_variables or {})),
-        ("audit.trace", _text(audit.get("trace")), model_canonical(trace)),
-        ("verdict.judge_verification", _text(verdict.get("judge_verification")), model_canonical(result.judge_verification)),
-        ("received.prompt_spec_hash", _text(received.get("prompt_spec_hash")), model_canonical(result.roots.prompt_spec_hash)),
-        ("received.evidence_root", _text(received.get("evidence_root")), model_canonical(result.roots.evidence_root)),
+        ("audit.verification_result", _text(audit.get("verification_result")), _model(result.audit_verification)),
+        ("audit.evaluation_variables", _text(audit.get("evaluation_variables")), _text(result.evaluation_variables or {})),
+        ("audit.trace", _text(audit.get("trace")), _text(trace)),
+        ("verdict.judge_verification", _text(verdict.get("judge_verification")), _model(result.judge_verification)),
+        ("received.prompt_spec_hash", _text(received.get("prompt_spec_hash")), _text(result.roots.prompt_spec_hash)),
+        ("received.evidence_root", _text(received.get("evidence_root")), _text(result.roots.evidence_root)),
     ]  # fmt: skip
 
 
@@ -146,7 +145,7 @@ def _core_identical(stored: StoredArtifacts, result: PipelineResult, verdict_tex
         return False
     if verdict_text is None or text_sha256(verdict_text) != result.roots.verdict_hash:
         return False
-    return _text(stored.verdict.get("roots")) == model_canonical(result.roots)
+    return _text(stored.verdict.get("roots")) == _model(result.roots)
 
 
 def _core_difference(

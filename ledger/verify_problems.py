@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,7 +11,7 @@ import orjson
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from engine.sentinel import Challenge
-from ledger.hashing import canonical_text
+from ledger.replay_canonical import canonical_of, quote, sha256_hex
 
 __all__ = [
     "MISSING",
@@ -61,42 +59,6 @@ class Problem:
 def is_hex32(value: Any) -> bool:
     """``0x`` + 64 lowercase hex digits."""
     return isinstance(value, str) and len(value) == 66 and value[:2] == "0x" and set(value[2:]) <= _HEX
-
-
-_PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f]*')
-# orjson writes floats below 1e-4 unlike Python's repr (0.00001 and 1e-7 vs 1e-05 and 1e-07): any
-# token that could be one, and any null (which the canonical form drops inside objects), goes to
-# the exact path instead. Other floats, ints and strings come out byte-identical.
-_SMALL_EXPONENT = re.compile(rb"[0-9]e-")
-
-
-def _needs_exact(out: bytes) -> bool:
-    """Plain substring tests first (fast); the regex only when an ``e-`` is there at all."""
-    if b"null" in out or b"0.0000" in out:
-        return True
-    return b"e-" in out and _SMALL_EXPONENT.search(out) is not None
-
-
-def canonical_of(value: Any) -> bytes:
-    """Canonical JSON bytes of a value parsed from JSON: orjson with sorted keys when that cannot
-    differ from the canonical form, else :func:`ledger.hashing.canonical_text` (ValueError if none)."""
-    try:
-        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):
-        out = None
-    if out is not None and not _needs_exact(out):
-        return out
-    return canonical_text(value).encode("utf-8")
-
-
-def sha256_hex(data: bytes) -> str:
-    """``0x`` + SHA-256 of ``data``."""
-    return "0x" + hashlib.sha256(data).hexdigest()
-
-
-def quote(text: str) -> str:
-    """``text`` as a JSON string, as the canonical form writes it."""
-    return f'"{text}"' if _PLAIN_TEXT.fullmatch(text) else json.dumps(text, ensure_ascii=False)
 
 
 MISSING = object()

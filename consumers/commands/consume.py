@@ -45,9 +45,15 @@ def register(subparsers: Any) -> None:
         "--until-idle", type=float, metavar="SECONDS", help="exit after SECONDS with nothing new"
     )
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
-    parser.add_argument("--session-timeout-ms", type=int)
-    parser.add_argument("--heartbeat-interval-ms", type=int)
-    parser.add_argument("--max-poll-interval-ms", type=int, default=300_000)
+    parser.add_argument(
+        "--session-timeout-ms", type=int, help="default 2000 on the embedded broker, else 10000"
+    )
+    parser.add_argument(
+        "--heartbeat-interval-ms", type=int, help="default 300 on the embedded broker, else 3000"
+    )
+    parser.add_argument(
+        "--max-poll-interval-ms", type=int, default=300_000, help="leave the group if a poll takes longer"
+    )
     parser.add_argument("--instance-id", help="static group membership id (fewer rebalances on restart)")
     parser.add_argument("--create-topics", action="store_true", help="create missing topics first")
     parser.add_argument(

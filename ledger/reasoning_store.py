@@ -8,19 +8,14 @@ is ``stale``, or ``existing`` for an idempotent repeat).
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-import sqlalchemy.exc
-from psycopg import Connection, IsolationLevel
-
 from ledger.errors import InvalidDraftError
 from ledger.records import EntryDraft, StreamAppendResult
-from ledger.store import LedgerStore, _translate
+from ledger.store import LedgerStore
 
 __all__ = [
     "WORK_QUERY",
@@ -29,24 +24,6 @@ __all__ = [
     "append_to_stream",
     "find_reasoning_work",
 ]
-
-
-@contextlib.contextmanager
-def _connection(store: LedgerStore) -> Iterator[Connection[Any]]:
-    try:
-        raw = store.engine.raw_connection()
-    except (sqlalchemy.exc.DBAPIError, psycopg.Error) as exc:
-        raise _translate(exc) from exc
-    try:
-        driver = raw.driver_connection
-        assert isinstance(driver, Connection)
-        if driver.isolation_level != IsolationLevel.READ_COMMITTED:
-            driver.isolation_level = IsolationLevel.READ_COMMITTED
-        yield driver
-    except psycopg.Error as exc:
-        raise _translate(exc) from exc
-    finally:
-        raw.close()
 
 
 def append_to_stream(
@@ -143,7 +120,7 @@ def find_reasoning_work(
         "max_attempts": max_attempts,
         "backoff": float(retry_backoff),
     }
-    with _connection(store) as conn:
+    with store.connection() as conn:
         rows = conn.execute(WORK_QUERY, params).fetchall()
     return [
         WorkItem(

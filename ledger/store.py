@@ -114,7 +114,8 @@ class LedgerStore:
         self.close()
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[Connection[Any]]:
+    def connection(self) -> Iterator[Connection[Any]]:
+        """A READ COMMITTED psycopg connection from the pool; driver errors become ledger errors."""
         try:
             raw = self.engine.raw_connection()
         except (sqlalchemy.exc.DBAPIError, psycopg.Error) as exc:
@@ -150,7 +151,7 @@ class LedgerStore:
         prepared = [prepare(draft) for draft in submissions]
         if not prepared and not offsets:
             return []
-        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             begin_append(
                 cur,
                 role=self.role,
@@ -183,7 +184,7 @@ class LedgerStore:
         if not engine_version:
             raise InvalidDraftError("engine_version is required", field_path="engine_version")
         prepared = prepare_follow_ups(entries)
-        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             begin_append(
                 cur,
                 role=self.role,
@@ -203,13 +204,13 @@ class LedgerStore:
 
     def max_seq(self) -> int:
         """The highest committed ``global_seq`` (0 for an empty ledger); entries 1..max all exist."""
-        with self._connection() as conn:
+        with self.connection() as conn:
             row = conn.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries").fetchone()
         return int(row[0]) if row else 0
 
     def read_entries(self, after_seq: int = 0, limit: int = 1000) -> list[LedgerEntry]:
         """One page: entries with ``global_seq > after_seq`` in order, at most ``limit``."""
-        with self._connection() as conn:
+        with self.connection() as conn:
             rows = conn.execute(
                 f"{_ENTRY_SELECT} WHERE global_seq > %s ORDER BY global_seq LIMIT %s", (after_seq, limit)
             ).fetchall()
@@ -237,7 +238,7 @@ class LedgerStore:
 
     def get_submission(self, submission_id_or_key: str) -> SubmissionRecord | None:
         """A submission by ``submission_id`` or ``idempotency_key``, with its entries and steps."""
-        with self._connection() as conn:
+        with self.connection() as conn:
             head = conn.execute(
                 "SELECT submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, "
                 "engine_version, received_at, kafka_topic, kafka_partition, kafka_offset, host, appended_at "
@@ -272,7 +273,7 @@ class LedgerStore:
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         """``{partition: next_offset}`` stored for a consumer group and topic (seek to these)."""
-        with self._connection() as conn:
+        with self.connection() as conn:
             rows = conn.execute(
                 "SELECT kafka_partition, next_offset FROM ledger_store.consumer_offsets "
                 "WHERE consumer_group = %s AND topic = %s",

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.comparison import compare
 from engine.schemas import ReasoningTrace
 
 __all__ = [
@@ -64,21 +65,6 @@ class EvaluationVariables:
         if self.numeric_value is None or self.threshold is None or self.comparator is None:
             return None
         return compare(self.numeric_value, self.comparator, self.threshold)
-
-
-def compare(value: int | float, comparator: str, threshold: int | float) -> bool:
-    """Evaluate a comparator exactly (``==`` is exact numeric equality, ``1 == 1.0``)."""
-    if comparator == ">":
-        return value > threshold
-    if comparator == ">=":
-        return value >= threshold
-    if comparator == "<":
-        return value < threshold
-    if comparator == "<=":
-        return value <= threshold
-    if comparator == "==":
-        return value == threshold
-    raise ValueError(f"unknown comparator {comparator!r}")
 
 
 def locate_evaluation_variables(trace: ReasoningTrace) -> EvaluationSource | None:

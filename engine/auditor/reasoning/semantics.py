@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
 from functools import lru_cache
 
+from engine.comparison import compare
 from engine.schemas import PromptSpec
 
 __all__ = [
@@ -180,21 +181,6 @@ def _comparators(text: str) -> tuple[ComparatorMatch, ...]:
 def find_comparators(text: str) -> list[ComparatorMatch]:
     """Every comparison phrase in ``text``, left to right, longest phrase first, negation applied."""
     return list(_comparators(text))
-
-
-def compare(value: int | float, comparator: str, threshold: int | float) -> bool:
-    """Exact comparison (Python compares ints and floats exactly; ``==`` is exact numeric equality)."""
-    if comparator == ">":
-        return value > threshold
-    if comparator == ">=":
-        return value >= threshold
-    if comparator == "<":
-        return value < threshold
-    if comparator == "<=":
-        return value <= threshold
-    if comparator == "==":
-        return value == threshold
-    raise ValueError(f"unknown comparator {comparator!r}")
 
 
 @dataclass(frozen=True)

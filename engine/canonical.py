@@ -202,8 +202,14 @@ def _dumps_reference(value: Any) -> str:
 
 _ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
 # orjson formats small floats differently from Python's repr (0.00001 vs 1e-05, 1e-7 vs 1e-07);
-# any token that could be such a float sends the value to the exact path.
-_SMALL_FLOAT_TOKEN = re.compile(rb"e-|0\.0000")
+# any token that could be such a float (a digit before ``e-``, or a number starting ``0.0000``)
+# sends the value to the exact path; strings that merely look alike only cost the slower path.
+_DIGIT_E_MINUS = re.compile(rb"[0-9]e-")
+
+
+def _may_hold_small_float(text: bytes) -> bool:
+    """Could orjson's output contain a float it formats unlike Python's repr? (substring checks first)."""
+    return b"0.0000" in text or (b"e-" in text and _DIGIT_E_MINUS.search(text) is not None)
 
 
 def _orjson_default(value: Any) -> Any:
@@ -273,7 +279,7 @@ def canonical_bytes(value: Any) -> bytes:
         # elements, which the canonical form keeps, unless a NaN hid among them.
         pruned, exact = _prune_none(value)
         fast = _orjson_or_none(pruned) if exact else None
-    if fast is not None and not _SMALL_FLOAT_TOKEN.search(fast):
+    if fast is not None and not _may_hold_small_float(fast):
         return fast
     text = dumps_canonical(value)
     try:

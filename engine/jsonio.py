@@ -39,27 +39,20 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _check_depth(text: str, max_depth: int) -> None:
-    """Reject nesting deeper than ``max_depth`` before the recursive decoder sees it."""
-    depth = 0
-    in_string = False
-    escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise StrictJSONError("too_deep", f"nesting deeper than {max_depth} levels")
-        elif char in "]}":
-            depth -= 1
+def _check_depth(value: Any, max_depth: int) -> None:
+    """Reject nesting deeper than ``max_depth`` (measured on the decoded containers).
+
+    Absurd depths never get this far: the C decoder raises RecursionError first.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise StrictJSONError("too_deep", f"nesting deeper than {max_depth} levels")
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
 
 
 def _locate_non_finite(value: Any, path: str) -> None:
@@ -87,7 +80,6 @@ def loads_strict(data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> An
         text = data
     if text.startswith("\ufeff"):
         raise StrictJSONError("invalid_json", "a byte order mark is not allowed")
-    _check_depth(text, max_depth)
     try:
         value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
     except StrictJSONError as exc:
@@ -100,6 +92,8 @@ def loads_strict(data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> An
         raise StrictJSONError("too_deep", "nesting too deep to decode") from exc
     except ValueError as exc:  # integers beyond the interpreter's digit limit
         raise StrictJSONError("number_too_large", str(exc)) from exc
+    if isinstance(value, (dict, list)) and text.count("[") + text.count("{") > max_depth:
+        _check_depth(value, max_depth)
     return value
 
 

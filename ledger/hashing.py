@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.canonical import dumps_canonical, from_hex, hash_canonical, to_hex
+from engine.canonical import canonical_bytes, from_hex, hash_canonical, to_hex
 
 GENESIS_PREV_HASH = "0x" + "0" * 64
 
@@ -137,45 +136,9 @@ def chain_hashes(
     return out
 
 
-class _NotPlain(Exception):
-    """The value needs the general canonicaliser (a model, datetime, enum, bad float, ...)."""
-
-
-def _plain(value: Any) -> Any:
-    kind = type(value)
-    if value is None or kind is str or kind is int or kind is bool:
-        return value
-    if kind is float:
-        if not math.isfinite(value):
-            raise _NotPlain
-        return value
-    if kind is dict:
-        out = {}
-        for key, item in value.items():
-            if item is None:
-                continue
-            if type(key) is not str and type(key) is not int:
-                raise _NotPlain
-            out[key] = _plain(item)
-        return out
-    if kind is list or kind is tuple:
-        return [_plain(item) for item in value]
-    raise _NotPlain
-
-
 def canonical_text(value: Any) -> str:
-    """``engine.canonical.dumps_canonical(value)``, with a fast path for plain JSON values.
-
-    Exact ``dict``/``list``/``tuple``/``str``/``int``/``bool``/finite ``float``/``None`` trees are
-    serialised directly (same rules: ``None`` dropped from dicts, kept in lists, sorted keys);
-    anything else, and every error, goes through the engine's canonicaliser, so the text and the
-    error (with its JSON path) are the engine's.
-    """
-    try:
-        plain = _plain(value)
-        return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (_NotPlain, TypeError, ValueError, RecursionError):
-        return dumps_canonical(value)
+    """The engine's canonical JSON of ``value`` as text (one implementation for the whole ledger)."""
+    return canonical_bytes(value).decode("utf-8")
 
 
 def merkle_leaf_data(entry_hash_hex: str) -> bytes:

@@ -101,7 +101,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
         if not isinstance(key, Ed25519PublicKey):
             raise SigningKeyError(f"{path} holds a {type(key).__name__}, not an Ed25519 key")
         return key
-    parts = data.split(b"+")
+    parts = data.split(b"+", 2)  # base64 may itself contain "+"; name and key id never do
     if len(parts) != 3:
         raise SigningKeyError(f"{path} is neither a PEM public key nor a 'name+keyid+base64' verifier key")
     try:

@@ -90,7 +90,7 @@ def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
     commands = ledger_commands()
     for name in ("migrate", "consumer"):
         assert SERVICES[name]["command"][0] in commands
-    assert SERVICES["consumer"]["healthcheck"]["test"][1:2] == ["health"]
+    assert SERVICES["consumer"]["healthcheck"]["test"][1:] == ["ledger", "health"]
     assert "health" in commands
     dockerfile = (ROOT / "Dockerfile").read_text()
     cmd = re.search(r'^CMD \["(\w+)"', dockerfile, re.MULTILINE)

@@ -57,3 +57,11 @@ def test_a_verifier_key_string_loads_and_its_id_is_checked(tmp_path: Path) -> No
     (tmp_path / "bad").write_text(f"example.org/other+{rest}")
     with pytest.raises(SigningKeyError, match="id does not match"):
         load_public_key(tmp_path / "bad")
+
+
+def test_verifier_keys_whose_base64_contains_plus_signs_load(tmp_path: Path) -> None:
+    for attempt in range(40):  # about a third of random keys put a '+' in their base64
+        _, public_key = generate_key_files(tmp_path / f"k{attempt}")
+        text = verifier_key("example.org/log", public_key)
+        (tmp_path / f"v{attempt}").write_text(text)
+        assert public_key_bytes(load_public_key(tmp_path / f"v{attempt}")) == public_key_bytes(public_key)

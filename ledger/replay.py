@@ -289,6 +289,11 @@ def run_replay(
             if progress is not None:
                 progress(report.submissions, total, report.steps, total_steps)
     report.elapsed_seconds = time.perf_counter() - started
+    if report.reasoning_counts["skipped"]:
+        report.notes.append(
+            f"{report.reasoning_counts['skipped']} reasoning.verified entries skipped: "
+            "ledger.reasoning_stage is not installed, LLM exchanges not replayed"
+        )
     if sum(report.reasoning_counts.values()) == 0:
         where = "" if reasoning_stage() is not None else " (ledger.reasoning_stage is not installed)"
         report.notes.append(

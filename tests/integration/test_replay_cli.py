@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from test_replay_support import build_ledger, ledger, ledger_json, query, tamper
 
 from ledger.hashing import canonical_text
+from ledger.replay_source import parse_since
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +204,26 @@ def test_record_appends_replay_verified_to_each_chain_and_the_ledger_still_verif
     assert verify_code == 0, verified["problems"]
     again_code, again = ledger_json(url, "replay", "--all")
     assert again_code == 0 and again["summary"]["identical"] == 3
+
+
+def test_since_reads_a_global_seq_a_duration_or_an_iso_moment() -> None:
+    now = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+    assert parse_since("1234", now=now) == (1234, None)
+    assert parse_since("90m", now=now) == (None, datetime(2026, 11, 21, 10, 30, tzinfo=UTC))
+    assert parse_since("2d", now=now) == (None, datetime(2026, 11, 19, 12, 0, tzinfo=UTC))
+    assert parse_since("2026-11-01", now=now) == (None, datetime(2026, 11, 1, tzinfo=UTC))
+    assert parse_since("2026-11-01T08:00:00+02:00", now=now)[1] == datetime(2026, 11, 1, 6, 0, tzinfo=UTC)
+    with pytest.raises(ValueError, match="--since 'soon'"):
+        parse_since("soon")
+
+
+def test_since_a_time_selects_by_append_time(migrated_database_url: str) -> None:
+    url = migrated_database_url
+    stored = build_ledger(url, limit=3)
+
+    _, recent = ledger_json(url, "replay", "--since", "1h")
+    _, future = ledger_json(url, "replay", "--since", "2999-01-01")
+
+    assert recent["summary"]["submissions"] == len(stored)
+    assert future["summary"]["submissions"] == 0 and future["ok"]

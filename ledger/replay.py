@@ -42,6 +42,7 @@ __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
 
 ReplayStatus = Literal["identical", "diverged", "version_drift", "error"]
 MAX_RESULTS = 1000
+AUTO_PARALLEL_MIN = 1000  # submissions; below this, replaying inline beats starting workers
 
 _AUDITOR = AuditorAgent()
 _JUDGE = JudgeAgent()
@@ -280,7 +281,7 @@ def run_replay(
     started = time.perf_counter()
     with snapshot(engine) as conn:
         total, total_steps = count_selected(conn, selection)
-        report.jobs = auto_jobs(total) if jobs <= 0 else jobs
+        report.jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs
         pages = iter_replay_pages(conn, selection, page_size)
         for item in _replayed(pages, live, report.jobs):
             report.add(item, keep_identical)

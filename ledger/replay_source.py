@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 PAGE_SIZE = 500
-AUTO_PARALLEL_MIN = 200
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _REPLAYED_KINDS = [
@@ -237,10 +236,10 @@ def iter_replay_pages(
         after = int(heads[-1][0])
 
 
-def auto_jobs(submissions: int) -> int:
-    """Worker processes for ``--jobs 0``: one per usable CPU (at most 8) for big runs, else inline."""
-    if submissions < AUTO_PARALLEL_MIN:
+def auto_jobs(submissions: int, minimum: int) -> int:
+    """Worker processes for ``--jobs 0``: inline below ``minimum`` submissions (starting workers
+    costs about a second each), else one per usable CPU, at most 8."""
+    if submissions < minimum:
         return 1
-    return max(
-        1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    )
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cpus))

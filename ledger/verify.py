@@ -31,6 +31,7 @@ from ledger.verify_workers import PageResult, checked_pages
 __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
 
 MAX_PER_CODE = 1000
+AUTO_PARALLEL_MIN = 10_000  # submissions; below this, checking inline beats starting workers
 
 
 @dataclass
@@ -170,7 +171,7 @@ def run_verify(
     started = time.perf_counter()
     with snapshot(engine) as conn:
         total = count_submissions(conn)
-        jobs = auto_jobs(total) if jobs <= 0 else jobs
+        jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs
         report.jobs = jobs
         _ledger_wide(conn, report)
         if jobs > 1:

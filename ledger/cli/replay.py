@@ -97,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--record", action="store_true", help="append a replay.verified entry to each replayed chain"
     )
     p.add_argument(
-        "--jobs", type=int, default=0, help="worker processes (default 0: one per CPU on big runs)"
+        "--jobs", type=int, default=0, help="worker processes (default 0: one per CPU from 1,000 submissions)"
     )
     p.add_argument("--show-identical", action="store_true", help="list identical submissions too")
     p.add_argument("--fail-on-drift", action="store_true", help="exit 1 on version drift as well")
@@ -117,7 +117,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     v.add_argument("--checkpoint", type=Path, action="append", default=[], help="an exported checkpoint note")
     v.add_argument("--no-translog", action="store_true", help="skip the transparency-log checkpoints")
     v.add_argument(
-        "--jobs", type=int, default=0, help="worker processes (default 0: one per CPU on big ledgers)"
+        "--jobs",
+        type=int,
+        default=0,
+        help="worker processes (default 0: one per CPU from 10,000 submissions)",
     )
     _common(v)
     v.set_defaults(handler=run_verify_command)

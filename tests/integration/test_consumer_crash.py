@@ -25,7 +25,7 @@ from ledger.embedded_postgres import free_loopback_port
 
 pytestmark = pytest.mark.integration
 
-N = 600
+N = 1200  # large enough that the victim is still mid-stream when it is killed
 
 
 def assert_every_record_once(database_url: str, topic: str, total: int) -> None:

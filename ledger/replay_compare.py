@@ -28,7 +28,7 @@ from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
 from ledger.hashing import text_sha256
-from ledger.replay_canonical import canonical_of, model_canonical
+from ledger.replay_canonical import canonical_bytes
 
 __all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run"]
 
@@ -76,7 +76,7 @@ class Outcome:
 
 
 def _model(model: BaseModel) -> str:
-    return model_canonical(model).decode("utf-8")
+    return canonical_bytes(model).decode("utf-8")
 
 
 def _pretty(text: str | None) -> list[str]:
@@ -105,7 +105,7 @@ def canonical_diff(stored: str | None, replayed: str | None, label: str) -> str:
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None else canonical_of(value).decode("utf-8")
+    return None if value is None else canonical_bytes(value).decode("utf-8")
 
 
 def _extras(stored: StoredArtifacts, result: PipelineResult) -> list[tuple[str, str | None, str | None]]:

@@ -11,12 +11,11 @@ import orjson
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from engine.sentinel import Challenge
-from ledger.replay_canonical import canonical_of, quote, sha256_hex
+from ledger.replay_canonical import canonical_bytes, quote, sha256_hex
 
 __all__ = [
     "MISSING",
     "Problem",
-    "canonical_of",
     "cournot_root_hex",
     "is_hex32",
     "parse_canonical",
@@ -94,10 +93,10 @@ def _pieces(value: Any) -> dict[str, Any]:
         return pieces
     for name in ("prompt_spec", "verdict"):
         if name in value:
-            pieces[name] = canonical_of(value[name])
+            pieces[name] = canonical_bytes(value[name])
     bundle = value.get("evidence_bundle")
     if isinstance(bundle, dict) and isinstance(bundle.get("items"), list):
-        pieces["items"] = [canonical_of(item) for item in bundle["items"]]
+        pieces["items"] = [canonical_bytes(item) for item in bundle["items"]]
     return pieces
 
 
@@ -110,13 +109,13 @@ def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[
     data = text.encode("utf-8")
     try:
         value = orjson.loads(data)
-        canonical = canonical_of(value) == data
+        canonical = canonical_bytes(value) == data
     except (orjson.JSONDecodeError, ValueError):
         canonical = False
     if not canonical:  # orjson reads ints beyond 64 bits as floats, refuses NaN: the standard parser decides
         value = json.loads(text)
         try:
-            canonical = canonical_of(value) == data
+            canonical = canonical_bytes(value) == data
         except ValueError:
             return value, False, {}
     return value, canonical, _pieces(value) if split and canonical else {}

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.canonical import canonical_bytes
 from engine.sentinel import Challenge, ChallengeKind, MerkleProofPacket, make_challenge
 from ledger.hashing import text_sha256
-from ledger.verify_problems import Problem, canonical_of, cournot_root_hex, is_hex32, sha256_hex
+from ledger.verify_problems import Problem, cournot_root_hex, is_hex32, sha256_hex
 
 __all__ = ["COMPONENTS", "RootChecks"]
 
@@ -69,9 +70,9 @@ class RootChecks:
             return
         pieces = self.pieces
         try:
-            prompt_hash = sha256_hex(pieces.get("prompt_spec") or canonical_of(spec))
-            item_bytes = pieces.get("items") or [canonical_of(item) for item in items]
-            verdict_hash = sha256_hex(pieces.get("verdict") or canonical_of(verdict))
+            prompt_hash = sha256_hex(pieces.get("prompt_spec") or canonical_bytes(spec))
+            item_bytes = pieces.get("items") or [canonical_bytes(item) for item in items]
+            verdict_hash = sha256_hex(pieces.get("verdict") or canonical_bytes(verdict))
         except ValueError as exc:
             self.report("inputs_invalid", f"a stored input or the verdict has no canonical form: {exc}")
             return

@@ -202,7 +202,7 @@ def _check_version(document: Any) -> None:
             "$.schema_id",
         )
     version = document.get("schema_version")
-    if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
+    if isinstance(version, bool | list | dict) or version not in SUPPORTED_VERSIONS:  # list/dict: unhashable
         supported = ", ".join(str(v) for v in sorted(SUPPORTED_VERSIONS))
         raise EnvelopeError(
             Reason.UNKNOWN_VERSION,

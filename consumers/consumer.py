@@ -101,6 +101,10 @@ class LedgerConsumer:
         self.metrics = metrics or ConsumerMetrics()
         self.stored: dict[TopicPartition, int] = {}  # next offset committed in Postgres, per owned partition
         self.expected: dict[TopicPartition, int] = {}  # next offset after the last batch handed to the writer
+        # Bumped around every seek: a batch fetched or audited across a seek is stale and dropped.
+        self._seek_generation = 0
+        self._batch_generation = 0
+        self._regressed: set[tuple[str, int]] = set()  # partitions whose log end fell below the stored offset
         self._stop = asyncio.Event()
         self._not_auditing = asyncio.Event()
         self._not_auditing.set()
@@ -203,9 +207,12 @@ class LedgerConsumer:
         consumer = self._consumer
         assert consumer is not None
         cfg = self.config
+        generation = self._batch_generation = self._seek_generation
         fetched: dict[TopicPartition, list[Any]] = await consumer.getmany(
             timeout_ms=cfg.poll_timeout_ms, max_records=cfg.max_records
         )
+        if self._seek_generation != generation:
+            return self._refetch()  # a seek happened while polling: records may come from the old position
         count = sum(len(records) for records in fetched.values())
         if count == 0 or count >= cfg.max_records or cfg.batch_linger_ms <= 0:
             return fetched
@@ -216,10 +223,20 @@ class LedgerConsumer:
             if remaining_ms <= 0:
                 break
             more = await consumer.getmany(timeout_ms=remaining_ms, max_records=cfg.max_records - count)
+            if self._seek_generation != generation:
+                return self._refetch()  # re-sought while lingering: drop the whole batch
             for tp, records in more.items():
                 merged.setdefault(tp, []).extend(records)
                 count += len(records)
         return merged
+
+    def _refetch(self) -> dict[TopicPartition, list[Any]]:
+        """Drop what was fetched and seek back to the expected offsets, so nothing fetched is lost."""
+        assert self._consumer is not None
+        for tp in self._consumer.assignment():
+            if tp in self.expected:
+                self._consumer.seek(tp, self.expected[tp])
+        return {}
 
     async def _audit_and_hand_over(self, batch: dict[TopicPartition, list[Any]]) -> None:
         """Stage 1 for this batch, then start its commit once the previous commit has finished."""
@@ -276,6 +293,9 @@ class LedgerConsumer:
             max_bytes=cfg.max_message_bytes,
             inline_limit=cfg.raw_inline_limit,
         )
+        if self._seek_generation != self._batch_generation:  # re-sought while auditing: stale batch
+            self._refetch()
+            return PreparedBatch({}, [], [], started, time.monotonic() - started)
         owned = {tp for tp in batch if tp in self.expected}  # a partition may be revoked meanwhile
         if len(owned) < len(batch):
             batch = {tp: tp_records for tp, tp_records in batch.items() if tp in owned}
@@ -372,6 +392,7 @@ class LedgerConsumer:
         if not partitions:
             return
         group, topic = self.config.group_id, self.config.topic
+        self._seek_generation += 1
         stored = await self._retrying(
             "offset load", lambda: asyncio.to_thread(self.store.load_offsets, group, topic)
         )
@@ -380,6 +401,26 @@ class LedgerConsumer:
             if tp in owned:
                 self.stored[tp] = self.expected[tp] = stored.get(tp.partition, 0)
                 consumer.seek(tp, self.stored[tp])
+        self._seek_generation += 1
+        await self._check_broker_remembers(partitions)
+
+    async def _check_broker_remembers(self, partitions: Sequence[TopicPartition]) -> None:
+        """Warn when the broker has no committed offset for a partition Postgres has consumed.
+
+        This member mirrors the Postgres offsets into Kafka; a broker that forgot them lost its
+        state (or is another cluster), and its partitions may have been renumbered from 0.
+        """
+        consumer = self._consumer
+        assert consumer is not None
+        for tp in partitions:
+            if self.stored.get(tp, 0) <= 0:
+                continue
+            try:
+                committed = await consumer.committed(tp)
+            except Exception:  # advisory only: an unreachable coordinator is not a reason to stop
+                continue
+            if committed is None:
+                self._report_regressed_log(tp, None)
 
     def _update_lag(self) -> None:
         assert self._consumer is not None
@@ -387,6 +428,27 @@ class LedgerConsumer:
             highwater = self._consumer.highwater(tp)
             if highwater is not None and tp in self.stored:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, highwater - self.stored[tp]))
+                self._report_regressed_log(tp, highwater)
+
+    def _report_regressed_log(self, tp: TopicPartition, highwater: int | None) -> None:
+        """The topic was recreated or the broker lost its log: a log end below the stored offset,
+        or (``highwater`` None) a broker that no longer knows this group's committed offset.
+
+        Offsets in Postgres only move forward (they fence zombies), so records below the stored
+        offset are not consumed automatically; this says so loudly, once per partition, and
+        counts it. Rewinding is an operator decision (docs/event-store.md §6).
+        """
+        key = (tp.topic, tp.partition)
+        if (highwater is not None and highwater >= self.stored[tp]) or key in self._regressed:
+            return
+        self._regressed.add(key)
+        self.metrics.regressed_partitions.labels(tp.topic, str(tp.partition)).inc()
+        log.error(
+            "the topic was recreated or the broker lost its log (log end below the stored offset, or "
+            "the broker forgot this group's committed offset); records below the stored offset will "
+            "not be consumed",
+            extra={"partition": tp.partition, "highwater": highwater, "stored_next_offset": self.stored[tp]},
+        )
 
     async def _commit_kafka(self, *, force: bool = False) -> None:
         """Advisory: mirror the Postgres offsets into Kafka so standard lag tools see them."""

@@ -84,6 +84,13 @@ class ConsumerMetrics:
             registry=r,
         )
         self.assigned = Gauge("ledger_assigned_partitions", "Partitions assigned to this member", registry=r)
+        self.regressed_partitions = Counter(
+            "ledger_partition_log_regressions_total",
+            "Times a partition's log end was found below the offset stored in Postgres "
+            "(topic recreated or broker log lost); records below the stored offset are not consumed",
+            ["topic", "partition"],
+            registry=r,
+        )
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         """Expose ``/metrics`` on ``addr:port`` from a daemon thread."""

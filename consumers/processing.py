@@ -191,7 +191,9 @@ def build_rejection(
     omit = len(raw) > dlq_value_limit
     dead_letter = DeadLetter(
         key=context.key,
-        value=None if omit else context.value,
+        # An omitted value is sent as b"" (the headers say so): a record needs a key or a value,
+        # and a keyless oversize record would otherwise be unsendable and stop the consumer.
+        value=b"" if omit else context.value,
         headers=dlq_headers(error, context, value_omitted=omit),
     )
     return Rejection(context, error, dead_letter, draft)

@@ -274,16 +274,27 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:
+    """Compare-and-set each partition's offset: from ``from_offset`` exactly, or create it from 0."""
     for advance in offsets:
+        key = (advance.group, advance.topic, advance.partition)
         cur.execute(
-            "INSERT INTO ledger_store.consumer_offsets AS o (consumer_group, topic, kafka_partition, next_offset) "
-            "VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (consumer_group, topic, kafka_partition) DO UPDATE "
-            "SET next_offset = EXCLUDED.next_offset, updated_at = now() WHERE o.next_offset <= %s "
-            "RETURNING o.next_offset",
-            (advance.group, advance.topic, advance.partition, advance.next_offset, advance.from_offset),
+            "UPDATE ledger_store.consumer_offsets SET next_offset = %s, updated_at = now() "
+            "WHERE consumer_group = %s AND topic = %s AND kafka_partition = %s AND next_offset = %s "
+            "RETURNING next_offset",
+            (advance.next_offset, *key, advance.from_offset),
         )
-        if cur.fetchone() is None:
+        moved = cur.fetchone() is not None
+        if not moved and advance.from_offset == 0:
+            # A partition's first batch starts at 0 (the consumer seeks there when no row exists;
+            # records below the log start fall inside the batch). The read-back decides.
+            cur.execute(
+                "INSERT INTO ledger_store.consumer_offsets (consumer_group, topic, kafka_partition, next_offset) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (consumer_group, topic, kafka_partition) DO NOTHING "
+                "RETURNING next_offset",
+                (*key, advance.next_offset),
+            )
+            moved = cur.fetchone() is not None
+        if not moved:
             cur.execute(
                 "SELECT next_offset FROM ledger_store.consumer_offsets "
                 "WHERE consumer_group = %s AND topic = %s AND kafka_partition = %s",
@@ -291,9 +302,10 @@ def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None
             )
             stored = cur.fetchone()
             raise StaleOffsetError(
-                f"stored next_offset {stored[0] if stored else '?'} is past this batch's from_offset "
-                f"{advance.from_offset}: another consumer owns {advance.topic}[{advance.partition}] now; "
-                "the batch was rolled back",
+                f"stored next_offset {stored[0] if stored else 'none'} is not this batch's from_offset "
+                f"{advance.from_offset}: another consumer advanced {advance.topic}[{advance.partition}], "
+                "or the database lost commits this consumer saw acknowledged; the batch was rolled back "
+                "and the consumer re-seeks from the stored offset",
                 group=advance.group,
                 topic=advance.topic,
                 partition=advance.partition,

@@ -53,6 +53,7 @@ MAX_DEPTH = 32
 MAX_LITERAL_LENGTH = 64
 MAX_EXPONENT = 64
 MAX_MAGNITUDE_EXPONENT = 100
+MIN_DECIMAL_EXPONENT = -999_999
 PRECISION = 50
 RELATIVE_TOLERANCE = Decimal("1e-9")
 ABSOLUTE_TOLERANCE = Decimal("1e-12")
@@ -77,7 +78,7 @@ def _context() -> decimal.Context:
     return decimal.Context(
         prec=PRECISION,
         rounding=decimal.ROUND_HALF_EVEN,
-        Emin=-999_999,
+        Emin=MIN_DECIMAL_EXPONENT,
         Emax=999_999,
         traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow],
     )
@@ -165,9 +166,13 @@ def _power(base: Decimal, exponent: Decimal) -> Decimal:
         return Decimal(1) if exponent.is_zero() else Decimal(0)
     if base < 0 and exponent != exponent.to_integral_value():
         raise FormulaError("undefined", "negative base with a fractional exponent")
-    estimate = (abs(base.adjusted()) + 1) * abs(exponent)
-    if estimate > 4 * MAX_MAGNITUDE_EXPONENT:
+    adjusted = base.adjusted()
+    # Decimal exponent of the result, roughly: positive when it grows, negative when it shrinks.
+    growth = (adjusted + 1) * exponent if adjusted >= 0 else adjusted * exponent
+    if growth > 4 * MAX_MAGNITUDE_EXPONENT:
         raise FormulaError("magnitude_out_of_bounds", "power would exceed the magnitude bound")
+    if growth < MIN_DECIMAL_EXPONENT + PRECISION:
+        raise FormulaError("magnitude_out_of_bounds", "power is too small to represent exactly")
     return base**exponent
 
 

@@ -156,7 +156,9 @@ def test_redis_killed_during_concurrent_verifications_never_raises(
     tasks = [task(i) for i in range(12)]
     expected = {i: verifier.verify_reasoning(QUERY, tasks[i]).result_hash() for i in range(len(tasks))}
     stop = threading.Event()
+    killed = threading.Event()
     seen: list[tuple[int, ReasoningResult]] = []
+    after_kill: dict[int, int] = {}
     lock = threading.Lock()
 
     def worker(worker_seed: int) -> int:
@@ -167,17 +169,28 @@ def test_redis_killed_during_concurrent_verifications_never_raises(
             result = verifier.verify_reasoning(QUERY, tasks[index])  # must never raise
             with lock:
                 seen.append((index, result))
+                if killed.is_set():
+                    after_kill[worker_seed] = after_kill.get(worker_seed, 0) + 1
             done += 1
         return done
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = [pool.submit(worker, rng.randrange(2**32)) for _ in range(4)]
+        seeds = [rng.randrange(2**32) for _ in range(4)]
+        futures = [pool.submit(worker, worker_seed) for worker_seed in seeds]
         time.sleep(rng.uniform(0.1, 0.6))
         server.kill()
-        time.sleep(0.5)
+        killed.set()
+        deadline = time.monotonic() + 30  # a loaded machine may starve a thread for a while
+        while time.monotonic() < deadline:
+            with lock:
+                every_worker_ran = all(after_kill.get(worker_seed, 0) >= 2 for worker_seed in seeds)
+            if every_worker_ran and verifier.redis_errors >= 1:
+                break
+            time.sleep(0.05)
         stop.set()
         counts = [future.result(timeout=30) for future in futures]  # re-raises a worker's exception
     assert all(counts), f"seed {seed}: a worker made no progress"
+    assert all(after_kill.get(worker_seed, 0) >= 2 for worker_seed in seeds), f"seed {seed}: {after_kill}"
     assert all(result.is_valid for _, result in seen), f"seed {seed}"
     assert all(result.result_hash() == expected[index] for index, result in seen), f"seed {seed}"
     assert verifier.redis_errors >= 1, f"seed {seed}: the outage was not noticed"

@@ -93,8 +93,20 @@ def test_offsets_advance_in_the_same_transaction_and_only_forward(ledger_store: 
     )
     assert ledger_store.load_offsets("g", "t") == {0: 2, 1: 5}
     assert ledger_store.load_offsets("other", "t") == {}
-    ledger_store.append_batch([], [OffsetAdvance("g", "t", 0, 7, 9)])  # a gap (compacted records) is accepted
+    ledger_store.append_batch(
+        [], [OffsetAdvance("g", "t", 0, 2, 9)]
+    )  # offsets missing inside a batch (compaction)
     assert ledger_store.load_offsets("g", "t")[0] == 9
+
+
+def test_an_offset_jump_past_the_stored_offset_is_refused(ledger_store: LedgerStore) -> None:
+    """Compare-and-set: if the database lost acknowledged commits (async replica, restore), a batch
+    starting beyond the stored offset would skip the lost records for good; it is refused instead."""
+    ledger_store.append_batch([audited("k1")], [OffsetAdvance("g", "t", 0, 0, 3)])
+    with pytest.raises(StaleOffsetError):
+        ledger_store.append_batch([audited("k2")], [OffsetAdvance("g", "t", 0, 13, 23)])
+    assert ledger_store.load_offsets("g", "t") == {0: 3}
+    assert ledger_store.get_submission("k2") is None
 
 
 def test_stale_offset_rolls_back_the_whole_batch(

@@ -110,7 +110,7 @@ def test_oversize_record_is_stored_by_hash_and_dead_lettered_without_its_value()
     assert payload["reason_code"] == "oversize"
     assert payload["raw_size"] == 5000 and payload["raw_sha256"].startswith("0x")
     assert "raw_base64" not in payload
-    assert outcome.dead_letter.value is None
+    assert outcome.dead_letter.value == b""
     assert headers(outcome)["ledger.dlq.value.omitted"] == "true"
 
 

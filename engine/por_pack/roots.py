@@ -189,10 +189,6 @@ class RootChecker:
             self.deferred_root_challenges.append((kind, value, por_index, pin))
         self.checks.extend(witnesses)
 
-    deferred_root_challenges: list[tuple[ChallengeKind, str, int, dict[str, Any]]] = field(
-        default_factory=list
-    )
-
     def evidence_root(self) -> None:
         witnesses = evidence_witnesses(self.evidence, self.trace, self.paths["evidence_bundle"])
         ids = [item.evidence_id for item in self.evidence.items]

@@ -77,16 +77,17 @@ def _manifest_checks(parts: PackParts) -> list[PackCheck]:
                 details={"expected_bytes": entry.bytes, "actual_bytes": len(data)},
             )
         )
-    for key, entry in manifest.files.items():
-        if key not in parts.paths:
-            checks.append(
-                PackCheck(
-                    check_id="file.uncommitted",
-                    status="warn",
-                    file=entry.path,
-                    message=f"{entry.path} is covered only by the unsigned manifest, by no root",
-                )
+    uncommitted = sorted(entry.path for key, entry in manifest.files.items() if key not in parts.paths)
+    if uncommitted:
+        checks.append(
+            PackCheck(
+                check_id="file.uncommitted",
+                status="warn",
+                file=uncommitted[0],
+                message=f"covered only by the unsigned manifest, by no root: {uncommitted}",
+                details={"files": uncommitted},
             )
+        )
     listed = {entry.path for entry in manifest.files.values()} | {"manifest.json"}
     for path in sorted(set(parts.files) - listed):
         checks.append(

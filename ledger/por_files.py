@@ -90,8 +90,4 @@ def verify_pack_path(path: Path) -> PackReport:
         raise PackReadError(f"{path}: no such file or directory")
     if path.is_file() and not zipfile.is_zipfile(path):
         return verify_pack_document(_read_document(path), source=str(path))
-    try:
-        files = read_pack_files(path)
-    except PackReadError as exc:
-        raise PackReadError(str(exc)) from exc
-    return verify_pack_files(files, source=str(path))
+    return verify_pack_files(read_pack_files(path), source=str(path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="pack directory, .zip or .json")
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default text)")
     p.set_defaults(handler=run)
+    register_replay(subparsers)
 
 
 def render_json(reports: list[PackReport], unreadable: list[dict[str, str]]) -> str:
@@ -91,3 +93,50 @@ def run(args: argparse.Namespace) -> int:
     if unreadable:
         return EXIT_UNREADABLE
     return EXIT_OK if all(report.status == "ok" for report in reports) else EXIT_FAILED
+
+
+def register_replay(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``replay-por``."""
+    p = subparsers.add_parser("replay-por", help="re-verify stored PoR packs; every report must be identical")
+    p.add_argument("--submission", default=None, help="only this submission id")
+    p.add_argument("--market", default=None, help="only this market")
+    p.add_argument("--json", action="store_true", help="one JSON line per pack, then a summary line")
+    p.add_argument("--database-url", default=None, help="PostgreSQL URL (default: LEDGER_DATABASE_URL)")
+    p.set_defaults(handler=run_replay)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Exit 0 when every stored pack re-verifies to its stored report, 1 on divergence, 2 on errors."""
+    import psycopg
+    import sqlalchemy.exc
+
+    from ledger.database import open_database
+    from ledger.errors import LedgerError
+    from ledger.por_replay import replay_por_packs
+    from ledger.replay_source import snapshot
+    from ledger.settings import get_settings
+
+    settings = get_settings()
+    if args.database_url:
+        settings = settings.model_copy(update={"database_url": args.database_url})
+    counts = {"identical": 0, "diverged": 0}
+    try:
+        with open_database(settings, migrate=False) as engine, snapshot(engine) as conn:
+            for result in replay_por_packs(conn, submission=args.submission, market=args.market):
+                counts["identical" if result.identical else "diverged"] += 1
+                if args.json:
+                    print(json.dumps(result.as_dict(), sort_keys=True))
+                elif not result.identical:
+                    print(
+                        f"DIVERGED {result.submission_id} seq={result.global_seq} "
+                        f"stored={result.stored_status} replayed={result.replayed_status} {result.error or ''}"
+                    )
+    except (LedgerError, psycopg.Error, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
+        print(f"ledger replay-por: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    print(
+        json.dumps(counts, sort_keys=True)
+        if args.json
+        else f"{counts['identical']} identical, {counts['diverged']} diverged"
+    )
+    return EXIT_OK if counts["diverged"] == 0 else EXIT_FAILED

@@ -35,7 +35,9 @@ def failed(report: PackReport) -> dict[str, Any]:
 
 def test_pipeline_step_hash_matches_cournot_vector() -> None:
     step = PipelineReasoningStep(step_id="step_001", step_type="conclusion", description="d")
-    assert to_hex(hash_canonical(step)) == "0x50cb6bffbf0bf8cd01f61d9ebf4c36940a1190672ceac340c3d57bdfa951436b"
+    assert (
+        to_hex(hash_canonical(step)) == "0x50cb6bffbf0bf8cd01f61d9ebf4c36940a1190672ceac340c3d57bdfa951436b"
+    )
 
 
 @pytest.mark.parametrize("path", GENUINE, ids=[path.name for path in GENUINE])
@@ -67,7 +69,9 @@ def test_genuine_set_covers_zero_one_and_several_cited_items_and_multi_choice() 
 
 
 def test_the_projects_module03_trace_model_rejects_the_pipeline_trace_the_verifier_accepts() -> None:
-    raw = json.loads((PACKS / "genuine" / "clean_threshold" / "reasoning_trace.json").read_text(encoding="utf-8"))
+    raw = json.loads(
+        (PACKS / "genuine" / "clean_threshold" / "reasoning_trace.json").read_text(encoding="utf-8")
+    )
     with pytest.raises(ValueError):
         ReasoningTrace.model_validate(raw)
     assert PipelineReasoningTrace.model_validate(raw).steps
@@ -177,13 +181,17 @@ def test_swapped_roots_are_both_proved_against_the_claimed_por_root() -> None:
     assert bad["por_bundle.evidence_root"].leaf_index == 1
     assert bad["por_bundle.reasoning_root"].leaf_index == 2
     assert [c.leaf_index for c in report.challenges] == [1, 2]
-    assert all(c.merkle_proof is not None and c.merkle_proof.verify(root=report.por_root) for c in report.challenges)
+    assert all(
+        c.merkle_proof is not None and c.merkle_proof.verify(root=report.por_root) for c in report.challenges
+    )
 
 
 def test_every_mutation_except_uncommitted_checks_is_rejected() -> None:
     for path in sorted(MUTATED.iterdir()):
         report = verify_pack_path(path)
-        expected = "ok" if path.name in {"edit_checks_manifest_fixed", "verdict_set_order_changed"} else "failed"
+        expected = (
+            "ok" if path.name in {"edit_checks_manifest_fixed", "verdict_set_order_changed"} else "failed"
+        )
         assert report.status == expected, path.name
         for check in report.failures:
             assert check.file is not None or check.check_id == "roots", (path.name, check.check_id)
@@ -199,7 +207,11 @@ def test_set_order_change_is_settled_by_naming_the_reproducing_order() -> None:
 
 def _verdict(refs: list[str]) -> DeterministicVerdict:
     return DeterministicVerdict(
-        market_id="mk", outcome="YES", confidence=0.9, resolution_rule_id="R_THRESHOLD", selected_leaf_refs=refs
+        market_id="mk",
+        outcome="YES",
+        confidence=0.9,
+        resolution_rule_id="R_THRESHOLD",
+        selected_leaf_refs=refs,
     )
 
 
@@ -212,7 +224,10 @@ def test_verdict_hash_unverifiable_when_too_many_orders_and_failed_when_none_mat
     assert (result.status, result.details["orders_tried"]) == ("failed", 6)
     target = to_hex(hash_canonical(few.model_copy(update={"selected_leaf_refs": ["ev_c", "ev_a", "ev_b"]})))
     found = settle_verdict_hash(few, target)
-    assert (found.status, found.details["reproducing_selected_leaf_refs"]) == ("warn", ["ev_c", "ev_a", "ev_b"])
+    assert (found.status, found.details["reproducing_selected_leaf_refs"]) == (
+        "warn",
+        ["ev_c", "ev_a", "ev_b"],
+    )
 
 
 def test_zip_and_document_forms_verify_like_the_directory() -> None:

@@ -49,6 +49,7 @@ class RootChecker:
     )
 
     def __post_init__(self) -> None:
+        self.verdict_unverifiable = False
         self.evidence_leaves = [hash_canonical(item) for item in self.evidence.items]
         self.reasoning_leaves = [hash_canonical(step) for step in self.trace.steps]
         self.claimed = {name: str(getattr(self.por, name)) for name in COMPONENTS}
@@ -204,7 +205,10 @@ class RootChecker:
     def verdict_hash(self) -> None:
         claimed = self.claimed["verdict_hash"]
         settled = settle_verdict_hash(self.verdict, claimed)
+        # ok/warn: some order reproduces the claim. unverifiable: the por_root check then rests on the
+        # claimed verdict hash, which it says in its details; the pack's status is never ok.
         self.recomputed["verdict_hash"] = settled.recomputed if settled.status == "failed" else claimed
+        self.verdict_unverifiable = settled.status == "unverifiable"
         messages = {
             "ok": "verdict_hash matches the verdict as written",
             "warn": "verdict_hash is reproduced only by another order of Cournot's set-ordered fields",
@@ -239,6 +243,7 @@ class RootChecker:
             root="por_root",
             expected=self.claimed_por,
             actual=value,
+            details={"assumes_claimed_verdict_hash": self.verdict_unverifiable},
         )
         if ok:
             differing = [

@@ -247,3 +247,13 @@ def test_missing_and_invalid_parts_are_reported_not_raised() -> None:
     assert report.status == "failed"
     ids = {c.check_id for c in report.failures}
     assert {"parse.prompt_spec", "parse.verdict", "parse.evidence_bundle", "roots"} <= ids
+
+
+def test_cournot_verdicts_from_two_hash_seeds_are_told_apart_by_order_alone() -> None:
+    seed0 = json.loads((PACKS / "genuine" / "quorum_met" / "por_bundle.json").read_text(encoding="utf-8"))
+    seed2 = json.loads((PACKS / "genuine" / "quorum_met_seed2" / "verdict.json").read_text(encoding="utf-8"))
+    assert seed0["verdict_hash"] != to_hex(hash_canonical(DeterministicVerdict.model_validate(seed2)))
+    settled = settle_verdict_hash(DeterministicVerdict.model_validate(seed2), seed0["verdict_hash"])
+    assert settled.status == "warn"
+    assert settled.details["reproducing_selected_leaf_refs"] == seed0["verdict"]["selected_leaf_refs"]
+    assert settled.details["order_dependent"] is True

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from consumers.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
+from consumers.por_envelope import is_por_record
 from engine.version import ENGINE_VERSION
 from ledger.payloads import rejection_payload
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
@@ -208,6 +209,12 @@ def process_record(
     inline_limit: int = 65_536,
 ) -> Outcome:
     """Decode, validate and audit one record; every failure becomes a :class:`Rejection`."""
+    if is_por_record(context.value):  # a PoR-pack envelope (consumers/por_envelope.py)
+        from consumers.por_processing import process_por_record  # late: that module imports this one
+
+        por = process_por_record(context, dlq_topic=dlq_topic, max_bytes=max_bytes, inline_limit=inline_limit)
+        if por is not None:
+            return por
     try:
         decoded = decode_envelope(context.value, max_bytes=max_bytes)
     except EnvelopeError as refused:

@@ -53,7 +53,7 @@ def hex32_check(column: str) -> str:
 
 KIND_CHECK = (
     "kind IN ('submission.received', 'trace.step', 'audit.completed', 'reasoning.verified', "
-    "'verdict.issued', 'submission.rejected', 'replay.verified')"
+    "'verdict.issued', 'submission.rejected', 'replay.verified', 'por.verified')"
 )
 
 
@@ -68,7 +68,7 @@ class Submission(Base):
 
     __tablename__ = "submissions"
     __table_args__ = (
-        CheckConstraint("status IN ('audited', 'rejected')", name="status"),
+        CheckConstraint("status IN ('audited', 'rejected', 'por_verified')", name="status"),
         CheckConstraint(hex32_check("submission_id"), name="submission_id_hex"),
         Index(None, "market_id"),
     )

@@ -21,8 +21,9 @@ ENTRY_KINDS: tuple[str, ...] = (
     "verdict.issued",
     "submission.rejected",
     "replay.verified",
+    "por.verified",
 )
-SUBMISSION_STATUSES: tuple[str, ...] = ("audited", "rejected")
+SUBMISSION_STATUSES: tuple[str, ...] = ("audited", "rejected", "por_verified")
 CONFLICT_REASONS: tuple[str, ...] = ("input_hashes_differ", "header_differs", "entries_differ")
 FOLLOW_UP_KINDS: tuple[str, ...] = ("reasoning.verified", "replay.verified")
 """Kinds that may extend an existing submission's chain (never a second received/step/audit entry)."""

@@ -156,6 +156,11 @@ class _Checker(RootChecks):
                 ["submission.rejected"],
                 ["submission.received", "trace.step", "audit.completed"],
             )
+        elif self.group.status == "por_verified":  # a verified Cournot PoR pack (one entry)
+            required, forbidden = (
+                ["por.verified"],
+                ["submission.received", "trace.step", "audit.completed", "submission.rejected"],
+            )
         else:
             required, forbidden = (
                 ["submission.received", "audit.completed", "verdict.issued"],

@@ -19,6 +19,7 @@ LEDGER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
     "ledger.cli.audit",
     "ledger.cli.migrate",
+    "ledger.cli.por",
     "ledger.cli.replay",
     "ledger.cli.reason",
     "ledger.cli.translog",

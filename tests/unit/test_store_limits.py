@@ -1,0 +1,214 @@
+"""Every value is checked against what the store can hold before it reaches the store.
+
+Hostile records from the issue: U+0000 or a lone surrogate in ids and elsewhere, ids too long for
+their btree index, integers too large for the engine, numbers a 64-bit float cannot hold, a
+duplicate key deep in the document. Each is refused at decode with a specific reason code and its
+JSON path, and the rejection row built for it (and for worse: a record whose ids are unreadable by
+the decoder) can always be stored.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumers.envelope import EnvelopeError, Reason, decode_envelope, wrap_inputs
+from consumers.processing import RecordContext, Rejection, build_rejection, process_record
+from ledger.append import prepare
+from ledger.limits import (
+    MAX_ID_BYTES,
+    MAX_MESSAGE_CHARS,
+    MAX_PATH_CHARS,
+    find_unstorable_text,
+    storable_id,
+    storable_text,
+)
+from ledger.records import OperationalInfo, SubmissionDraft
+
+SAMPLE = json.loads((Path(__file__).resolve().parents[1] / "data" / "cournot_minimal.json").read_text())
+MAX_BYTES = 2_000_000
+ITEM = "$.evidence_bundle.items[0]"
+
+
+def document(change: Callable[[dict[str, Any]], None]) -> bytes:
+    sample = copy.deepcopy(SAMPLE)
+    doc = wrap_inputs(sample["prompt_spec"], sample["evidence_bundle"])
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def market(value: str) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        doc["prompt_spec"]["market"]["market_id"] = value
+        doc["evidence_bundle"]["market_id"] = value
+
+    return change
+
+
+def bundle(value: str) -> Callable[[dict[str, Any]], None]:
+    return lambda doc: doc["evidence_bundle"].update(bundle_id=value)
+
+
+def item(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda doc: doc["evidence_bundle"]["items"][0].update(fields)
+
+
+def replace(old: bytes, new: bytes) -> bytes:
+    raw = document(lambda doc: None)
+    assert old in raw
+    return raw.replace(old, new, 1)
+
+
+# (case, raw record, reason code, JSON path)
+HOSTILE: list[tuple[str, bytes, str, str]] = [
+    ("nul_market_id", document(market("mk_\u0000_x")), "unstorable_text", "$.prompt_spec.market.market_id"),
+    ("surrogate_market_id", document(market("\ud800")), "unstorable_text", "$.prompt_spec.market.market_id"),
+    ("nul_bundle_id", document(bundle("b\u0000")), "unstorable_text", "$.evidence_bundle.bundle_id"),
+    ("surrogate_bundle_id", document(bundle("b\udfff")), "unstorable_text", "$.evidence_bundle.bundle_id"),
+    ("long_market_id", document(market("m" * 3000)), "value_too_long", "$.prompt_spec.market.market_id"),
+    ("huge_market_id", document(market("m" * 500_000)), "value_too_long", "$.prompt_spec.market.market_id"),
+    ("long_bundle_id", document(bundle("b" * 3000)), "value_too_long", "$.evidence_bundle.bundle_id"),
+    ("nul_evidence_id", document(item(evidence_id="ev\u0000")), "unstorable_text", f"{ITEM}.evidence_id"),
+    ("nul_raw_content", document(item(raw_content="a\u0000b")), "unstorable_text", f"{ITEM}.raw_content"),
+    (
+        "nul_extracted_value",
+        document(item(parsed_value={"bitcoin": {"usd": "9\u00005"}})),
+        "unstorable_text",
+        f"{ITEM}.parsed_value.bitcoin.usd",
+    ),
+    (
+        "nul_in_a_key",
+        document(item(parsed_value={"k\u0000": 1})),
+        "unstorable_text",
+        f'{ITEM}.parsed_value["k\\u0000"]',
+    ),
+    ("nul_event_id", document(lambda doc: doc.update(event_id="e\u0000")), "unstorable_text", "$.event_id"),
+    (
+        "integer_4000_digits",
+        document(item(parsed_value={"bitcoin": {"usd": 10**3999}})),
+        "number_too_large",
+        f"{ITEM}.parsed_value.bitcoin.usd",
+    ),
+    (
+        "float_overflow",
+        replace(b'"volume": 42', b'"volume": 1e400'),
+        "non_finite_number",
+        f"{ITEM}.parsed_value.bitcoin.volume",
+    ),
+    (
+        "float_underflow",
+        replace(b'"volume": 42', b'"volume": 1e-400'),
+        "number_underflow",
+        f"{ITEM}.parsed_value.bitcoin.volume",
+    ),
+    (
+        "deep_duplicate_key",
+        replace(b'"volume": 42', b'"volume": {"a": 1, "a": 2}'),
+        "duplicate_key",
+        f"{ITEM}.parsed_value.bitcoin.volume.a",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason", "path"), [case[1:] for case in HOSTILE], ids=[c[0] for c in HOSTILE]
+)
+def test_hostile_values_are_refused_at_decode_with_a_specific_reason_and_their_path(
+    raw: bytes, reason: str, path: str
+) -> None:
+    with pytest.raises(EnvelopeError) as info:
+        decode_envelope(raw, max_bytes=MAX_BYTES)
+    assert (info.value.reason.value, info.value.path) == (reason, path), info.value
+
+
+def context(value: bytes) -> RecordContext:
+    return RecordContext(
+        topic="evidence-bundles",
+        partition=1,
+        offset=3,
+        key=b"k\x00",
+        value=value,
+        timestamp_ms=None,
+        headers=(),
+        group="g",
+        host="h",
+        received_at=datetime.now(UTC),
+    )
+
+
+def never_called(decoded: Any, operational: OperationalInfo) -> SubmissionDraft:
+    raise AssertionError("a hostile record reached the auditor")
+
+
+def assert_storable(rejection: Rejection) -> None:
+    """What PostgreSQL needs: no U+0000 or surrogate anywhere, ids within the index bound."""
+    draft = rejection.draft
+    prepared = prepare(draft)  # canonical text and hashes: raises on a lone surrogate
+    for value in (draft.market_id, draft.bundle_id):
+        assert value is None or (find_unstorable_text(value) is None and len(value.encode()) <= MAX_ID_BYTES)
+    for entry in prepared.entries:
+        assert find_unstorable_text(json.loads(entry.payload_canonical)) is None
+    for _, header in rejection.dead_letter.headers:
+        assert isinstance(header, bytes)
+    payload = draft.entries[0].payload
+    assert len(payload["message"]) <= MAX_MESSAGE_CHARS and len(payload["field_path"]) <= MAX_PATH_CHARS
+
+
+@pytest.mark.parametrize(("raw", "reason"), [(c[1], c[2]) for c in HOSTILE], ids=[c[0] for c in HOSTILE])
+def test_the_rejection_of_every_hostile_record_is_storable(raw: bytes, reason: str) -> None:
+    outcome = process_record(context(raw), never_called, dlq_topic="dlq", max_bytes=MAX_BYTES)
+    assert isinstance(outcome, Rejection) and outcome.error.reason.value == reason
+    assert_storable(outcome)
+
+
+@pytest.mark.parametrize(
+    ("market_id", "stored"),
+    [
+        ("mk_\u0000_x", "mk_\\u0000_x"),
+        ("\ud800", "\\ud800"),
+        ("m" * 3000, None),
+        ("mk_ok", "mk_ok"),
+    ],
+    ids=["nul", "surrogate", "long", "plain"],
+)
+def test_a_rejection_built_from_any_error_escapes_or_hashes_the_ids(
+    market_id: str, stored: str | None
+) -> None:
+    """The path the consumer takes when the database refused a record: the ids come from raw JSON."""
+    raw = document(market(market_id))
+    error = EnvelopeError(Reason.LEDGER_REFUSED, "db said \x00 and \ud800 " + "x" * 10_000, "$." + "k" * 5000)
+    rejection = build_rejection(
+        error, context(raw), dlq_topic="dlq", inline_limit=65_536, dlq_value_limit=10**7
+    )
+    assert_storable(rejection)
+    if stored is None:
+        assert rejection.draft.market_id is not None and rejection.draft.market_id.startswith("sha256:0x")
+    else:
+        assert rejection.draft.market_id == stored
+    payload = rejection.draft.entries[0].payload
+    assert payload["message"].startswith("db said \\u0000 and \\ud800 ") and payload["message"].endswith(
+        "..."
+    )
+
+
+def test_storable_id_is_deterministic_and_distinguishes_long_ids() -> None:
+    assert storable_id("a" * 600) == storable_id("a" * 600) != storable_id("a" * 601)
+    assert storable_id(None) is None
+    assert storable_text("a\x00b", 10) == "a\\u0000b" and storable_text("abcdef", 5) == "ab..."
+
+
+def test_the_limits_accept_the_largest_values_they_allow() -> None:
+    at_limit = document(
+        lambda doc: (
+            market("m" * MAX_ID_BYTES)(doc),
+            item(parsed_value={"bitcoin": {"usd": int("9" * 308), "tiny": 5e-324, "zero": 0.0}})(doc),
+        )
+    )
+    decoded = decode_envelope(at_limit, max_bytes=MAX_BYTES)
+    assert decoded.market_id == "m" * MAX_ID_BYTES

@@ -9,16 +9,13 @@ the decoder) can always be stored.
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from consumers.envelope import EnvelopeError, Reason, decode_envelope, wrap_inputs
+from consumers.envelope import EnvelopeError, Reason, decode_envelope
 from consumers.processing import RecordContext, Rejection, build_rejection, process_record
 from ledger.append import prepare
 from ledger.limits import (
@@ -30,90 +27,9 @@ from ledger.limits import (
     storable_text,
 )
 from ledger.records import OperationalInfo, SubmissionDraft
+from tests.fixtures.hostile import HOSTILE, document, item, market
 
-SAMPLE = json.loads((Path(__file__).resolve().parents[1] / "data" / "cournot_minimal.json").read_text())
 MAX_BYTES = 2_000_000
-ITEM = "$.evidence_bundle.items[0]"
-
-
-def document(change: Callable[[dict[str, Any]], None]) -> bytes:
-    sample = copy.deepcopy(SAMPLE)
-    doc = wrap_inputs(sample["prompt_spec"], sample["evidence_bundle"])
-    change(doc)
-    return json.dumps(doc).encode()
-
-
-def market(value: str) -> Callable[[dict[str, Any]], None]:
-    def change(doc: dict[str, Any]) -> None:
-        doc["prompt_spec"]["market"]["market_id"] = value
-        doc["evidence_bundle"]["market_id"] = value
-
-    return change
-
-
-def bundle(value: str) -> Callable[[dict[str, Any]], None]:
-    return lambda doc: doc["evidence_bundle"].update(bundle_id=value)
-
-
-def item(**fields: Any) -> Callable[[dict[str, Any]], None]:
-    return lambda doc: doc["evidence_bundle"]["items"][0].update(fields)
-
-
-def replace(old: bytes, new: bytes) -> bytes:
-    raw = document(lambda doc: None)
-    assert old in raw
-    return raw.replace(old, new, 1)
-
-
-# (case, raw record, reason code, JSON path)
-HOSTILE: list[tuple[str, bytes, str, str]] = [
-    ("nul_market_id", document(market("mk_\u0000_x")), "unstorable_text", "$.prompt_spec.market.market_id"),
-    ("surrogate_market_id", document(market("\ud800")), "unstorable_text", "$.prompt_spec.market.market_id"),
-    ("nul_bundle_id", document(bundle("b\u0000")), "unstorable_text", "$.evidence_bundle.bundle_id"),
-    ("surrogate_bundle_id", document(bundle("b\udfff")), "unstorable_text", "$.evidence_bundle.bundle_id"),
-    ("long_market_id", document(market("m" * 3000)), "value_too_long", "$.prompt_spec.market.market_id"),
-    ("huge_market_id", document(market("m" * 500_000)), "value_too_long", "$.prompt_spec.market.market_id"),
-    ("long_bundle_id", document(bundle("b" * 3000)), "value_too_long", "$.evidence_bundle.bundle_id"),
-    ("nul_evidence_id", document(item(evidence_id="ev\u0000")), "unstorable_text", f"{ITEM}.evidence_id"),
-    ("nul_raw_content", document(item(raw_content="a\u0000b")), "unstorable_text", f"{ITEM}.raw_content"),
-    (
-        "nul_extracted_value",
-        document(item(parsed_value={"bitcoin": {"usd": "9\u00005"}})),
-        "unstorable_text",
-        f"{ITEM}.parsed_value.bitcoin.usd",
-    ),
-    (
-        "nul_in_a_key",
-        document(item(parsed_value={"k\u0000": 1})),
-        "unstorable_text",
-        f'{ITEM}.parsed_value["k\\u0000"]',
-    ),
-    ("nul_event_id", document(lambda doc: doc.update(event_id="e\u0000")), "unstorable_text", "$.event_id"),
-    (
-        "integer_4000_digits",
-        document(item(parsed_value={"bitcoin": {"usd": 10**3999}})),
-        "number_too_large",
-        f"{ITEM}.parsed_value.bitcoin.usd",
-    ),
-    (
-        "float_overflow",
-        replace(b'"volume": 42', b'"volume": 1e400'),
-        "non_finite_number",
-        f"{ITEM}.parsed_value.bitcoin.volume",
-    ),
-    (
-        "float_underflow",
-        replace(b'"volume": 42', b'"volume": 1e-400'),
-        "number_underflow",
-        f"{ITEM}.parsed_value.bitcoin.volume",
-    ),
-    (
-        "deep_duplicate_key",
-        replace(b'"volume": 42', b'"volume": {"a": 1, "a": 2}'),
-        "duplicate_key",
-        f"{ITEM}.parsed_value.bitcoin.volume.a",
-    ),
-]
 
 
 @pytest.mark.parametrize(

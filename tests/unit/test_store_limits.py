@@ -9,7 +9,6 @@ the decoder) can always be stored.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,17 +16,13 @@ import pytest
 
 from consumers.envelope import EnvelopeError, Reason, decode_envelope
 from consumers.processing import RecordContext, Rejection, build_rejection, process_record
-from ledger.append import prepare
 from ledger.limits import (
     MAX_ID_BYTES,
-    MAX_MESSAGE_CHARS,
-    MAX_PATH_CHARS,
-    find_unstorable_text,
     storable_id,
     storable_text,
 )
 from ledger.records import OperationalInfo, SubmissionDraft
-from tests.fixtures.hostile import HOSTILE, document, item, market
+from tests.fixtures.hostile import HOSTILE, assert_storable, document, item, market
 
 MAX_BYTES = 2_000_000
 
@@ -60,20 +55,6 @@ def context(value: bytes) -> RecordContext:
 
 def never_called(decoded: Any, operational: OperationalInfo) -> SubmissionDraft:
     raise AssertionError("a hostile record reached the auditor")
-
-
-def assert_storable(rejection: Rejection) -> None:
-    """What PostgreSQL needs: no U+0000 or surrogate anywhere, ids within the index bound."""
-    draft = rejection.draft
-    prepared = prepare(draft)  # canonical text and hashes: raises on a lone surrogate
-    for value in (draft.market_id, draft.bundle_id):
-        assert value is None or (find_unstorable_text(value) is None and len(value.encode()) <= MAX_ID_BYTES)
-    for entry in prepared.entries:
-        assert find_unstorable_text(json.loads(entry.payload_canonical)) is None
-    for _, header in rejection.dead_letter.headers:
-        assert isinstance(header, bytes)
-    payload = draft.entries[0].payload
-    assert len(payload["message"]) <= MAX_MESSAGE_CHARS and len(payload["field_path"]) <= MAX_PATH_CHARS
 
 
 @pytest.mark.parametrize(("raw", "reason"), [(c[1], c[2]) for c in HOSTILE], ids=[c[0] for c in HOSTILE])

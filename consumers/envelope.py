@@ -322,8 +322,10 @@ def envelope_json_schema() -> dict[str, Any]:
         "title": "Cournot ledger evidence envelope, version 1",
         "description": (
             "Value of a record on the evidence-bundles topic (key: the market id). Consumers also "
-            "refuse: values over the size limit, invalid UTF-8, NaN/Infinity, duplicate object keys, "
-            "nesting deeper than 64, timestamps without a time zone, duplicate evidence ids, "
+            "refuse: values over the size limit, invalid UTF-8, NaN/Infinity, numbers a 64-bit float "
+            "cannot hold (1e400, 1e-400), integers over 308 digits, duplicate object keys, nesting "
+            "deeper than 64, U+0000 or lone surrogates in any string or key, market_id and bundle_id "
+            "over 512 bytes of UTF-8, timestamps without a time zone, duplicate evidence ids, "
             "evidence_bundle.market_id different from prompt_spec.market.market_id, and evidence "
             "whose requirement_id is not one of prompt_spec.data_requirements."
         ),

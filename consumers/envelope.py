@@ -254,8 +254,14 @@ def check_consistency(envelope: EnvelopeV1) -> None:
             )
 
 
+_STORE_REASONS = {"unstorable_text": Reason.UNSTORABLE_TEXT, "value_too_long": Reason.VALUE_TOO_LONG}
+
+
 def _store_refusal(problem: StoreProblem) -> EnvelopeError:
-    return EnvelopeError(Reason(problem.code), problem.message, problem.path)
+    # an unknown code still refuses the record (a ValueError here would be a poison pill)
+    return EnvelopeError(
+        _STORE_REASONS.get(problem.code, Reason.SCHEMA_VIOLATION), problem.message, problem.path
+    )
 
 
 def check_storable_text(raw: bytes, document: Any) -> None:

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from consumers.audit import audit_envelope
 from consumers.envelope import EnvelopeError, Reason, decode_envelope
-from consumers.processing import RecordContext, Rejection, build_rejection, process_record
+from consumers.processing import Audited, RecordContext, Rejection, build_rejection, process_record
 from ledger.limits import (
     MAX_ID_BYTES,
     storable_id,
@@ -109,3 +110,21 @@ def test_the_limits_accept_the_largest_values_they_allow() -> None:
     )
     decoded = decode_envelope(at_limit, max_bytes=MAX_BYTES)
     assert decoded.market_id == "m" * MAX_ID_BYTES
+
+
+def test_a_huge_integer_inside_raw_content_is_judged_invalid_not_an_engine_crash() -> None:
+    """The decoder does not parse ``raw_content``; the auditor does, and the judge's number check
+    raised OverflowError (``audit_failed``) on an integer beyond a float's range."""
+
+    def huge_raw_content(doc: dict[str, Any]) -> None:
+        evidence = doc["evidence_bundle"]["items"][0]
+        evidence.pop("parsed_value", None)
+        evidence.pop("extracted_fields", None)
+        evidence["raw_content"] = '{"bitcoin": {"usd": ' + "9" * 4000 + "}}"
+
+    outcome = process_record(
+        context(document(huge_raw_content)), audit_envelope, dlq_topic="dlq", max_bytes=MAX_BYTES
+    )
+    assert isinstance(outcome, Audited), outcome
+    [verdict] = [entry.payload for entry in outcome.draft.entries if entry.kind == "verdict.issued"]
+    assert verdict["verdict"].outcome == "INVALID"

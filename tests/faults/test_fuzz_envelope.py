@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -336,6 +337,39 @@ def test_byte_level_damage_to_a_valid_envelope_decodes_or_raises_envelope_error(
     else:
         raw[at:at] = encode(data.draw(JSON_VALUES, label="spliced"))
     check(bytes(raw))
+
+
+# Number literals json.dumps never writes: the decoder must refuse exactly those a double cannot hold.
+LITERALS = st.builds(
+    lambda sign, digits, fraction, exponent: f"{sign}{digits}{fraction}{exponent}",
+    st.sampled_from(["", "-"]),
+    st.one_of(st.sampled_from(["0", "1", "9"]), st.integers(1, 5000).map(lambda n: "9" * n)),
+    st.sampled_from(["", ".0", ".5", ".000001"]),
+    st.one_of(st.just(""), st.integers(-1000, 1000).map(lambda e: f"e{e}")),
+)
+
+
+@FUZZ
+@given(LITERALS)
+def test_number_literals_are_kept_exactly_or_refused_with_a_number_reason(literal: str) -> None:
+    raw = json.dumps(valid_envelope()).replace('"volume": 42', f'"volume": {literal}', 1).encode()
+    outcome = check(raw)
+    is_integer = "." not in literal and "e" not in literal
+    value = float(literal)
+    if isinstance(outcome, DecodedEnvelope):
+        stored = outcome.envelope.evidence_bundle.items[0].parsed_value["bitcoin"]["volume"]
+        assert stored == (int(literal) if is_integer else value)
+        assert is_integer or (
+            math.isfinite(value) and (value != 0 or not any(c in "123456789" for c in literal.split("e")[0]))
+        )
+        return
+    assert outcome.path == "$.evidence_bundle.items[0].parsed_value.bitcoin.volume", outcome
+    if is_integer:
+        assert outcome.reason == Reason.NUMBER_TOO_LARGE and len(literal.lstrip("-")) > 308, outcome
+    elif not math.isfinite(value):
+        assert outcome.reason == Reason.NON_FINITE_NUMBER, outcome
+    else:
+        assert outcome.reason == Reason.NUMBER_UNDERFLOW and value == 0, outcome
 
 
 # The nested value replaces parsed_value.bitcoin.volume, which sits inside 6 containers.

@@ -26,6 +26,7 @@ from ledger.errors import (
     LedgerPermissionError,
     SchemaNotReadyError,
     StaleOffsetError,
+    UnstorableRecordError,
 )
 from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
 
@@ -65,15 +66,13 @@ class PreparedBatch:
         return [outcome for outcome in self.outcomes if isinstance(outcome, Rejection)]
 
 
-def unique_drafts(outcomes: Sequence[Outcome]) -> list[SubmissionDraft]:
-    """One draft per idempotency key: a bundle sent twice in one batch is written once."""
-    seen: set[str] = set()
-    drafts = []
-    for outcome in outcomes:
-        if outcome.draft.idempotency_key not in seen:
-            seen.add(outcome.draft.idempotency_key)
-            drafts.append(outcome.draft)
-    return drafts
+def batch_drafts(outcomes: Sequence[Outcome]) -> list[SubmissionDraft]:
+    """Every outcome's draft, in order, one result each: not de-duplicated by idempotency key.
+
+    The append decides per draft: a key offered twice in one batch with the same content is
+    ``existing`` the second time, with different content a recorded ``conflict``.
+    """
+    return [outcome.draft for outcome in outcomes]
 
 
 class BatchWriter:
@@ -109,7 +108,7 @@ class BatchWriter:
         await self.send_dead_letters(prepared.rejections)
         append_started = time.monotonic()
         try:
-            results = await self.append(unique_drafts(prepared.outcomes), prepared.offsets)
+            results = await self.append(batch_drafts(prepared.outcomes), prepared.offsets)
         except StaleOffsetError as exc:
             self.fenced(exc)
             return False
@@ -184,7 +183,12 @@ class BatchWriter:
         )
 
     async def write_one_by_one(self, outcomes: Sequence[Outcome]) -> bool:
-        """Each record in its own transaction; one the database refuses is dead-lettered instead."""
+        """Each record in its own transaction; one the database refuses is dead-lettered instead.
+
+        Only unavailability is retried (inside :meth:`append`). A record the database refuses for
+        any other reason becomes a ``ledger_refused`` rejection; if even that cannot be stored the
+        consumer stops with :class:`UnstorableRecordError` rather than skip or retry it forever.
+        """
         for outcome in outcomes:
             ctx = outcome.context
             tp = TopicPartition(ctx.topic, ctx.partition)
@@ -198,19 +202,49 @@ class BatchWriter:
                 except (StaleOffsetError, *FATAL_LEDGER_ERRORS):
                     raise
                 except LedgerError as exc:
-                    refused = EnvelopeError(Reason.LEDGER_REFUSED, f"{exc.code}: {exc.message}")
-                    outcome = build_rejection(
-                        refused,
-                        ctx,
-                        dlq_topic=self.dlq.topic,
-                        inline_limit=self.raw_inline_limit,
-                        dlq_value_limit=self.max_message_bytes,
-                    )
-                    await self.send_dead_letters([outcome])
-                    results = await self.append([outcome.draft], [advance])
+                    outcome = await self.dead_letter_refused(outcome, exc)
+                    results = await self.append_rejection(outcome, advance)
             except StaleOffsetError as exc:
                 self.fenced(exc)
                 return False
             self.advanced([advance])
             self.metrics.record_outcomes(self.topic, [outcome], results)
         return True
+
+    async def dead_letter_refused(self, outcome: Outcome, exc: LedgerError) -> Rejection:
+        """The ``ledger_refused`` rejection of a record the database refused, sent to the DLQ."""
+        ctx = outcome.context
+        log.error(
+            "ledger refused a record; dead-lettering it",
+            extra={
+                "partition": ctx.partition,
+                "offset": ctx.offset,
+                "code": exc.code,
+                "error": exc.message,
+            },
+        )
+        # The path inside the record is unknown here; the store's field path is in the message.
+        refused = EnvelopeError(Reason.LEDGER_REFUSED, f"{exc.code}: {exc}")
+        rejection = build_rejection(
+            refused,
+            ctx,
+            dlq_topic=self.dlq.topic,
+            inline_limit=self.raw_inline_limit,
+            dlq_value_limit=self.max_message_bytes,
+        )
+        await self.send_dead_letters([rejection])
+        return rejection
+
+    async def append_rejection(self, rejection: Rejection, advance: OffsetAdvance) -> list[AppendResult]:
+        """Store a rejection built after the database refused its record; stop if that fails too."""
+        try:
+            return await self.append([rejection.draft], [advance])
+        except (StaleOffsetError, *FATAL_LEDGER_ERRORS):
+            raise
+        except LedgerError as exc:
+            ctx = rejection.context
+            raise UnstorableRecordError(
+                f"{ctx.topic}[{ctx.partition}] offset {ctx.offset}: the database refused the record and "
+                f"then its rejection ({exc.code}: {exc.message}); stopping instead of skipping it. The "
+                "dead letter was sent; fix the cause and restart to resume at this record"
+            ) from exc

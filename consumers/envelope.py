@@ -24,6 +24,15 @@ from pydantic import Field, ValidationError
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.schemas import EvidenceBundle, PromptSpec, StrictModel
+from ledger.limits import (
+    MAX_EVENT_ID_BYTES,
+    MAX_ID_BYTES,
+    MAX_INTEGER_DIGITS,
+    StoreProblem,
+    find_unstorable_text,
+    id_too_long,
+    may_hold_unstorable_text,
+)
 
 __all__ = [
     "ENVELOPE_SCHEMA_ID",
@@ -59,6 +68,10 @@ class Reason(StrEnum):
     NON_FINITE_NUMBER = "non_finite_number"
     DUPLICATE_KEY = "duplicate_key"
     TOO_DEEP = "too_deep"
+    NUMBER_TOO_LARGE = "number_too_large"
+    NUMBER_UNDERFLOW = "number_underflow"
+    UNSTORABLE_TEXT = "unstorable_text"
+    VALUE_TOO_LONG = "value_too_long"
     NOT_AN_OBJECT = "not_an_object"
     UNKNOWN_SCHEMA = "unknown_envelope_schema"
     UNKNOWN_VERSION = "unknown_envelope_version"
@@ -78,6 +91,8 @@ _STRICT_JSON_REASONS = {
     "non_finite_number": Reason.NON_FINITE_NUMBER,
     "duplicate_key": Reason.DUPLICATE_KEY,
     "too_deep": Reason.TOO_DEEP,
+    "number_too_large": Reason.NUMBER_TOO_LARGE,
+    "number_underflow": Reason.NUMBER_UNDERFLOW,
 }
 
 
@@ -239,6 +254,40 @@ def check_consistency(envelope: EnvelopeV1) -> None:
             )
 
 
+_STORE_REASONS = {"unstorable_text": Reason.UNSTORABLE_TEXT, "value_too_long": Reason.VALUE_TOO_LONG}
+
+
+def _store_refusal(problem: StoreProblem) -> EnvelopeError:
+    # an unknown code still refuses the record (a ValueError here would be a poison pill)
+    return EnvelopeError(
+        _STORE_REASONS.get(problem.code, Reason.SCHEMA_VIOLATION), problem.message, problem.path
+    )
+
+
+def check_storable_text(raw: bytes, document: Any) -> None:
+    """Refuse U+0000 or a lone surrogate in any key or string (``unstorable_text`` at its path)."""
+    if not may_hold_unstorable_text(raw):
+        return
+    problem = find_unstorable_text(document)
+    if problem is not None:
+        raise _store_refusal(problem)
+
+
+def check_storable_ids(envelope: EnvelopeV1) -> None:
+    """Refuse ids longer than their key or indexed column holds (``value_too_long`` at their path)."""
+    checks = [
+        (envelope.prompt_spec.market.market_id, "$.prompt_spec.market.market_id", MAX_ID_BYTES),
+        (envelope.evidence_bundle.market_id, "$.evidence_bundle.market_id", MAX_ID_BYTES),
+        (envelope.evidence_bundle.bundle_id, "$.evidence_bundle.bundle_id", MAX_ID_BYTES),
+    ]
+    if envelope.event_id is not None:
+        checks.append((envelope.event_id, "$.event_id", MAX_EVENT_ID_BYTES))
+    for value, path, limit in checks:
+        problem = id_too_long(value, path, limit)
+        if problem is not None:
+            raise _store_refusal(problem)
+
+
 def decode_envelope(
     raw: bytes | None, *, max_bytes: int = 1_048_576, max_depth: int = DEFAULT_MAX_DEPTH
 ) -> DecodedEnvelope:
@@ -248,16 +297,20 @@ def decode_envelope(
     if len(raw) > max_bytes:
         raise EnvelopeError(Reason.OVERSIZE, f"record value is {len(raw)} bytes, the limit is {max_bytes}")
     try:
-        document = loads_strict(raw, max_depth=max_depth)
+        document = loads_strict(
+            raw, max_depth=max_depth, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True
+        )
     except StrictJSONError as exc:
         raise EnvelopeError(
             _STRICT_JSON_REASONS.get(exc.code, Reason.INVALID_JSON), exc.message, exc.path
         ) from exc
     _check_version(document)
+    check_storable_text(raw, document)
     try:
         envelope = EnvelopeV1.model_validate(document)
     except ValidationError as exc:
         raise _from_validation_error(exc) from exc
+    check_storable_ids(envelope)
     check_consistency(envelope)
     try:
         digest = inputs_hash(envelope)
@@ -275,8 +328,10 @@ def envelope_json_schema() -> dict[str, Any]:
         "title": "Cournot ledger evidence envelope, version 1",
         "description": (
             "Value of a record on the evidence-bundles topic (key: the market id). Consumers also "
-            "refuse: values over the size limit, invalid UTF-8, NaN/Infinity, duplicate object keys, "
-            "nesting deeper than 64, timestamps without a time zone, duplicate evidence ids, "
+            "refuse: values over the size limit, invalid UTF-8, NaN/Infinity, numbers a 64-bit float "
+            "cannot hold (1e400, 1e-400), integers over 308 digits, duplicate object keys, nesting "
+            "deeper than 64, U+0000 or lone surrogates in any string or key, market_id and bundle_id "
+            "over 512 bytes of UTF-8, timestamps without a time zone, duplicate evidence ids, "
             "evidence_bundle.market_id different from prompt_spec.market.market_id, and evidence "
             "whose requirement_id is not one of prompt_spec.data_requirements."
         ),

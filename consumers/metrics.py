@@ -104,18 +104,18 @@ class ConsumerMetrics:
     def record_outcomes(
         self, topic: str, outcomes: Sequence[Outcome], results: Sequence[AppendResult]
     ) -> None:
-        """Count committed outcomes: audited or rejected, duplicates and conflicts, commit latency."""
-        by_key = {result.idempotency_key: result for result in results}
-        seen: set[str] = set()
+        """Count committed outcomes: audited or rejected, duplicates and conflicts, commit latency.
+
+        ``results`` has one result per outcome, in order (a key repeated in one batch included).
+        """
         now_ms = time.time() * 1000
-        for outcome in outcomes:
+        for outcome, result in zip(outcomes, results, strict=True):
             key = outcome.draft.idempotency_key
-            result = by_key.get(key)
             if isinstance(outcome, Rejection):
                 self.rejected.labels(topic, outcome.error.reason.value).inc()
             else:
                 self.audited.labels(topic).inc()
-            if key in seen or result is None or result.status == "existing":
+            if result.status == "existing":
                 self.duplicates.labels(topic).inc()
             elif result.status == "conflict":
                 self.conflicts.labels(topic).inc()
@@ -127,7 +127,6 @@ class ConsumerMetrics:
                         "offset": outcome.context.offset,
                     },
                 )
-            seen.add(key)
             timestamp = outcome.context.timestamp_ms
             if timestamp is not None and timestamp > 0:
                 self.commit_latency.observe(max(0.0, (now_ms - timestamp) / 1000))

@@ -19,6 +19,7 @@ from typing import Any
 from consumers.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
 from consumers.por_envelope import is_por_record
 from engine.version import ENGINE_VERSION
+from ledger.limits import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, storable_id, storable_text
 from ledger.payloads import rejection_payload
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 
@@ -109,7 +110,11 @@ def _sha256_hex(data: bytes) -> str:
 
 
 def _best_effort_ids(raw: bytes | None) -> tuple[str | None, str | None]:
-    """Market and bundle ids of a refused record when they can be read at all (for SQL queries)."""
+    """Market and bundle ids of a refused record when they can be read at all (for SQL queries).
+
+    They come from the raw JSON, so they may be anything: :func:`storable_id` escapes or hashes
+    an id the store cannot hold (U+0000, lone surrogates, too long for the index).
+    """
     if not raw:
         return None, None
     try:
@@ -125,9 +130,22 @@ def _best_effort_ids(raw: bytes | None) -> tuple[str | None, str | None]:
             if not isinstance(value, dict):
                 return None
             value = value.get(part)
-        return value if isinstance(value, str) and value else None
+        return storable_id(value) if isinstance(value, str) and value else None
 
     return pick("prompt_spec", "market", "market_id"), pick("evidence_bundle", "bundle_id")
+
+
+def storable_error(error: EnvelopeError) -> EnvelopeError:
+    """``error`` with a message and path the store and a Kafka header can always hold.
+
+    Messages and paths may quote the record (a key, a value, a database error's detail), so they
+    are escaped (U+0000, lone surrogates) and bounded; the reason code is unchanged.
+    """
+    message = storable_text(error.message, MAX_MESSAGE_CHARS)
+    path = storable_text(error.path, MAX_PATH_CHARS)
+    if (message, path) == (error.message, error.path):
+        return error
+    return EnvelopeError(error.reason, message, path)
 
 
 def dlq_headers(
@@ -160,7 +178,10 @@ def build_rejection(
 
     The committed payload depends only on the record (never on which consumer saw it or where the
     dead-letter copy landed), so a re-delivered rejection is recognised as already stored.
+    Whatever the record held, the draft is storable: see :func:`storable_error` and
+    :func:`_best_effort_ids`.
     """
+    error = storable_error(error)
     raw = context.value or b""
     payload = rejection_payload(
         reason_code=error.reason.value,

@@ -32,6 +32,7 @@ from consumers.envelope import (
     wrap_inputs,
 )
 from engine.jsonio import StrictJSONError, loads_strict
+from ledger.limits import MAX_INTEGER_DIGITS
 
 __all__ = [
     "CONTENT_TYPE_HEADER",
@@ -177,7 +178,8 @@ def prepare_file(
     if raw:
         return prepare_raw(data, source=str(path))
     try:
-        document = loads_strict(data)
+        # the consumer's number checks: 1e-400 must not turn into 0.0 before it is re-encoded
+        document = loads_strict(data, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True)
     except StrictJSONError as exc:
         raise from_strict_json_error(exc) from exc
     return prepare_document(

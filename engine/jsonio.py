@@ -3,6 +3,11 @@
 ``json.loads`` accepts ``NaN``/``Infinity``, silently keeps the last of duplicate keys and has no
 depth bound; each of those would let two parties disagree about what a payload means, so each is
 an error here, reported with a code, a message and the JSON path where it was found.
+
+With ``exact_numbers=True`` a number literal a 64-bit float cannot hold is refused too:
+``1e400`` (it would become Infinity: ``non_finite_number``) and ``1e-400`` (a non-zero literal
+that would silently become 0.0: ``number_underflow``). ``max_integer_digits`` bounds integer
+literals (``number_too_large``); without it only the interpreter's digit limit applies.
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ import json
 import math
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_DEPTH", "StrictJSONError", "loads_strict"]
+__all__ = ["DEFAULT_MAX_DEPTH", "StrictJSONError", "child_path", "loads_strict"]
 
 DEFAULT_MAX_DEPTH = 64
+_INFINITIES = (math.inf, -math.inf)
 
 
 class StrictJSONError(ValueError):
@@ -26,17 +32,42 @@ class StrictJSONError(ValueError):
         self.path = path
 
 
-def _reject_constant(name: str) -> Any:
-    raise StrictJSONError("non_finite_number", f"{name} is not allowed in canonical JSON")
+class _Refused:
+    """Left in the decoded tree where a value was refused, so a walk can name its JSON path.
+
+    The decoder's hooks cannot see where they are; raising from them would lose the path.
+    ``key`` is set for a duplicate key (the path then ends at that key).
+    """
+
+    __slots__ = ("code", "key", "message")
+
+    def __init__(self, code: str, message: str, key: str | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.key = key
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise StrictJSONError("duplicate_key", f"object has the key {key!r} more than once")
-        result[key] = value
-    return result
+def child_path(path: str, key: str | int) -> str:
+    """``$.a`` / ``$[2]`` / ``$["odd key"]`` (ASCII escapes, so the path is always storable)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if key.isidentifier() and key.isascii() else f"{path}[{json.dumps(key)}]"
+
+
+def _locate_refused(value: Any) -> StrictJSONError | None:
+    """The first refused value in document order, as an error with its path."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Refused):
+            return StrictJSONError(
+                node.code, node.message, path if node.key is None else child_path(path, node.key)
+            )
+        if isinstance(node, dict):
+            stack.extend((item, child_path(path, key)) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((node[i], child_path(path, i)) for i in range(len(node) - 1, -1, -1))
+    return None
 
 
 def _check_depth(value: Any, max_depth: int) -> None:
@@ -55,20 +86,66 @@ def _check_depth(value: Any, max_depth: int) -> None:
                 stack.append((child, depth + 1))
 
 
-def _locate_non_finite(value: Any, path: str) -> None:
-    """Find the path of the first NaN/Infinity (used only to improve the error message)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise StrictJSONError("non_finite_number", "NaN or Infinity is not allowed", path)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _locate_non_finite(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _locate_non_finite(item, f"{path}[{index}]")
+class _Hooks:
+    """The decoder callbacks; each refusal is recorded and left in the tree as a :class:`_Refused`."""
+
+    def __init__(self, max_integer_digits: int | None) -> None:
+        self.max_integer_digits = max_integer_digits
+        self.refused = False
+
+    def mark(self, code: str, message: str, key: str | None = None) -> _Refused:
+        self.refused = True
+        return _Refused(code, message, key)
+
+    def constant(self, name: str) -> Any:
+        return self.mark("non_finite_number", f"{name} is not allowed in canonical JSON")
+
+    def pairs(self, pairs: list[tuple[str, Any]]) -> Any:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                shown = key if len(key) <= 80 else key[:80] + "..."
+                return self.mark("duplicate_key", f"object has the key {shown!r} more than once", key)
+            result[key] = value
+        return result
+
+    def integer(self, text: str) -> Any:
+        digits = len(text) - text.startswith("-")
+        limit = self.max_integer_digits
+        if limit is not None and digits > limit:
+            return self.mark("number_too_large", f"integer of {digits} digits, the limit is {limit}")
+        try:
+            return int(text)
+        except ValueError as exc:  # beyond the interpreter's digit limit
+            return self.mark("number_too_large", str(exc))
+
+    def exact_float(self, text: str) -> Any:
+        value = float(text)
+        if value in _INFINITIES:
+            return self.mark("non_finite_number", f"{_short(text)} is beyond the range of a 64-bit float")
+        if value == 0.0 and any(digit in "123456789" for digit in text.lower().partition("e")[0]):
+            return self.mark(
+                "number_underflow", f"{_short(text)} is too small for a 64-bit float and would become 0"
+            )
+        return value
 
 
-def loads_strict(data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
-    """Decode UTF-8 JSON, refusing invalid UTF-8, NaN/Infinity, duplicate keys and deep nesting."""
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def loads_strict(
+    data: bytes | str,
+    *,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_integer_digits: int | None = None,
+    exact_numbers: bool = False,
+) -> Any:
+    """Decode UTF-8 JSON, refusing invalid UTF-8, NaN/Infinity, duplicate keys and deep nesting.
+
+    ``max_integer_digits`` and ``exact_numbers`` add the number checks described in the module
+    docstring. Every refusal names the JSON path of the first offending value in document order.
+    """
     if isinstance(data, (bytes, bytearray)):
         try:
             text = bytes(data).decode("utf-8")
@@ -80,27 +157,21 @@ def loads_strict(data: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> An
         text = data
     if text.startswith("\ufeff"):
         raise StrictJSONError("invalid_json", "a byte order mark is not allowed")
+    hooks = _Hooks(max_integer_digits)
     try:
-        value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
-    except StrictJSONError as exc:
-        if exc.code == "non_finite_number":
-            _locate_in_text(text)
-        raise
+        value = json.loads(
+            text,
+            object_pairs_hook=hooks.pairs,
+            parse_constant=hooks.constant,
+            parse_int=hooks.integer,
+            parse_float=hooks.exact_float if exact_numbers else float,
+        )
     except json.JSONDecodeError as exc:
         raise StrictJSONError("invalid_json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
     except RecursionError as exc:
         raise StrictJSONError("too_deep", "nesting too deep to decode") from exc
-    except ValueError as exc:  # integers beyond the interpreter's digit limit
-        raise StrictJSONError("number_too_large", str(exc)) from exc
+    if hooks.refused:  # a marker is always in the tree; fail closed if it somehow is not
+        raise _locate_refused(value) or StrictJSONError("invalid_json", "a refused value was not located")
     if isinstance(value, (dict, list)) and text.count("[") + text.count("{") > max_depth:
         _check_depth(value, max_depth)
     return value
-
-
-def _locate_in_text(text: str) -> None:
-    """Re-decode permissively to name the path of the non-finite number, then raise."""
-    try:
-        permissive = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return
-    _locate_non_finite(permissive, "$")

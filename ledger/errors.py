@@ -88,6 +88,23 @@ class LedgerIntegrityError(LedgerError):
     code = "integrity_error"
 
 
+class LedgerDataError(LedgerError):
+    """The database refused a value of the data (SQLSTATE class 22 "data exception", or 54
+    "program limit exceeded", e.g. an index row too large). Retrying the same data cannot help."""
+
+    code = "data_refused"
+
+
+class UnstorableRecordError(LedgerError):
+    """A record could be neither stored nor stored as a rejection: the consumer must stop.
+
+    Never expected (rejection rows are built to be storable whatever the record held); raised
+    instead of skipping the record or retrying it forever.
+    """
+
+    code = "record_not_storable"
+
+
 class SchemaNotReadyError(LedgerError):
     """The ledger tables are missing: run ``ledger migrate`` (Alembic ``upgrade head``)."""
 

@@ -22,6 +22,7 @@ from ledger.connect import create_ledger_engine
 from ledger.errors import (
     AppendOnlyViolationError,
     InvalidDraftError,
+    LedgerDataError,
     LedgerError,
     LedgerIntegrityError,
     LedgerPermissionError,
@@ -62,6 +63,10 @@ def _translate(exc: BaseException) -> LedgerError:
         return AppendOnlyViolationError(message)
     if isinstance(orig, psycopg.IntegrityError):
         return LedgerIntegrityError(message)
+    # Before the OperationalError test: psycopg files class 54 (e.g. "index row size exceeds
+    # btree maximum") under OperationalError, and retrying such data would loop forever.
+    if isinstance(orig, (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)):
+        return LedgerDataError(f"the database refused the data: {message}")
     if isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError)) or isinstance(
         exc, sqlalchemy.exc.OperationalError
     ):

@@ -79,7 +79,13 @@ def locate_evaluation_variables(trace: ReasoningTrace) -> EvaluationSource | Non
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float; an int beyond a float's range is not (``math.isfinite`` would raise)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # refused as "not a number" (fail closed), never an engine crash
+        return False
 
 
 def _optional(raw: Mapping[str, Any], key: str, problems: list[str], kind: str) -> Any:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,7 +29,11 @@ from consumers.envelope import (
     decode_envelope,
     wrap_inputs,
 )
+from consumers.processing import RecordContext, Rejection, build_rejection, process_record
+from ledger.limits import MAX_ID_BYTES, find_unstorable_text
+from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 from tests.faults.support import SAMPLE
+from tests.fixtures.hostile import assert_storable
 
 pytestmark = pytest.mark.integration
 
@@ -44,6 +49,9 @@ JSON_LEVEL = {
     Reason.NON_FINITE_NUMBER,
     Reason.DUPLICATE_KEY,
     Reason.TOO_DEEP,
+    Reason.NUMBER_TOO_LARGE,
+    Reason.NUMBER_UNDERFLOW,
+    Reason.UNSTORABLE_TEXT,  # checked on the whole document right after the version
 }
 MAX_DEPTH = 64
 
@@ -108,6 +116,10 @@ def assert_valid(decoded: DecodedEnvelope, raw: bytes, max_bytes: int) -> None:
     )
     assert decoded.idempotency_key == expected_key
     decoded.idempotency_key.encode("utf-8")  # the ledger must be able to store the key
+    # nothing the store cannot hold got through: no U+0000 or surrogate, ids within their bound
+    assert find_unstorable_text(envelope.model_dump(mode="json")) is None
+    for value in (decoded.market_id, bundle.bundle_id):
+        assert len(value.encode("utf-8")) <= MAX_ID_BYTES
     again = decode_envelope(raw, max_bytes=max_bytes, max_depth=MAX_DEPTH)
     assert (again.idempotency_key, again.inputs_hash) == (decoded.idempotency_key, decoded.inputs_hash)
     # what a producer would re-send after reading it back is the same submission
@@ -161,8 +173,10 @@ def test_unhashable_schema_version_is_refused_as_unknown_version(version: Any) -
     assert isinstance(outcome, EnvelopeError) and outcome.reason == Reason.UNKNOWN_VERSION
 
 
-# Text the schema accepts: any code point except lone surrogates.
-VALID_TEXT = st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=60)
+# Text the schema and the store accept: any code point except lone surrogates and U+0000.
+VALID_TEXT = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=60
+)
 FINITE_JSON = st.recursive(
     st.one_of(
         st.none(),
@@ -252,7 +266,14 @@ def nest(value: Any, depth: int, use_objects: bool) -> Any:
     return value
 
 
-MUTATIONS = ("delete", "add", "retype", "unicode", "nest", "number", "empty")
+MUTATIONS = ("delete", "add", "retype", "unicode", "nest", "number", "empty", "unstorable")
+# Values the store cannot hold (and the largest it can): the decoder must refuse or accept them
+# with a store-level reason, never let them reach PostgreSQL.
+UNSTORABLE = st.one_of(
+    st.sampled_from(["\x00", "mk_\x00_x", "\ud800", "a\udfff", "m" * 3000, "m" * 512, "m" * 513]),
+    st.text(alphabet=st.sampled_from("ab\x00\ud800\udc00"), min_size=1, max_size=8),
+    st.sampled_from([10**308 - 1, 10**308, -(10**400), 1e-300, 5e-324]),
+)
 
 
 def mutate(document: dict[str, Any], data: st.DataObject) -> str:
@@ -278,6 +299,8 @@ def mutate(document: dict[str, Any], data: st.DataObject) -> str:
         parent[key] = nest(parent[key], depth, data.draw(st.booleans(), label="objects"))
     elif kind == "number":
         parent[key] = data.draw(NUMBERS, label="number")
+    elif kind == "unstorable":
+        parent[key] = data.draw(UNSTORABLE, label="unstorable")
     else:
         parent[key] = data.draw(st.sampled_from(["", [], {}, None, " ", "\x00"]), label="empty")
     return f"{kind} at {path!r}"
@@ -316,6 +339,39 @@ def test_byte_level_damage_to_a_valid_envelope_decodes_or_raises_envelope_error(
     check(bytes(raw))
 
 
+# Number literals json.dumps never writes: the decoder must refuse exactly those a double cannot hold.
+LITERALS = st.builds(
+    lambda sign, digits, fraction, exponent: f"{sign}{digits}{fraction}{exponent}",
+    st.sampled_from(["", "-"]),
+    st.one_of(st.sampled_from(["0", "1", "9"]), st.integers(1, 5000).map(lambda n: "9" * n)),
+    st.sampled_from(["", ".0", ".5", ".000001"]),
+    st.one_of(st.just(""), st.integers(-1000, 1000).map(lambda e: f"e{e}")),
+)
+
+
+@FUZZ
+@given(LITERALS)
+def test_number_literals_are_kept_exactly_or_refused_with_a_number_reason(literal: str) -> None:
+    raw = json.dumps(valid_envelope()).replace('"volume": 42', f'"volume": {literal}', 1).encode()
+    outcome = check(raw)
+    is_integer = "." not in literal and "e" not in literal
+    value = float(literal)
+    if isinstance(outcome, DecodedEnvelope):
+        stored = outcome.envelope.evidence_bundle.items[0].parsed_value["bitcoin"]["volume"]
+        assert stored == (int(literal) if is_integer else value)
+        assert is_integer or (
+            math.isfinite(value) and (value != 0 or not any(c in "123456789" for c in literal.split("e")[0]))
+        )
+        return
+    assert outcome.path == "$.evidence_bundle.items[0].parsed_value.bitcoin.volume", outcome
+    if is_integer:
+        assert outcome.reason == Reason.NUMBER_TOO_LARGE and len(literal.lstrip("-")) > 308, outcome
+    elif not math.isfinite(value):
+        assert outcome.reason == Reason.NON_FINITE_NUMBER, outcome
+    else:
+        assert outcome.reason == Reason.NUMBER_UNDERFLOW and value == 0, outcome
+
+
 # The nested value replaces parsed_value.bitcoin.volume, which sits inside 6 containers.
 VOLUME_DEPTH = 6
 
@@ -333,3 +389,55 @@ def test_nesting_at_and_far_beyond_the_limit(depth: int, opener: str) -> None:
         assert isinstance(outcome, DecodedEnvelope), outcome
     else:
         assert isinstance(outcome, EnvelopeError) and outcome.reason == Reason.TOO_DEEP, outcome
+
+
+def record(raw: bytes) -> RecordContext:
+    return RecordContext(
+        topic="evidence-bundles",
+        partition=0,
+        offset=1,
+        key=None,
+        value=raw,
+        timestamp_ms=None,
+        headers=(),
+        group="g",
+        host="h",
+        received_at=datetime.now(UTC),
+    )
+
+
+def stand_in_auditor(decoded: DecodedEnvelope, operational: OperationalInfo) -> SubmissionDraft:
+    return SubmissionDraft(
+        idempotency_key=decoded.idempotency_key,
+        market_id=decoded.market_id,
+        bundle_id=decoded.envelope.evidence_bundle.bundle_id,
+        input_hashes={"inputs_hash": decoded.inputs_hash},
+        status="audited",
+        entries=[EntryDraft("submission.received", {"ok": True})],
+        operational=operational,
+        engine_version="test",
+    )
+
+
+@FUZZ
+@given(st.data())
+def test_the_rejection_of_any_hostile_record_is_storable(data: st.DataObject) -> None:
+    """Ids, messages and paths of a rejection come from the record; the row must store anyway,
+    also when it is built after the database refused the record (``ledger_refused``)."""
+    document = valid_envelope()
+    for place in (document["prompt_spec"]["market"], document["evidence_bundle"]):
+        place["market_id"] = data.draw(st.one_of(UNSTORABLE, ANY_TEXT), label="market_id")
+    document["evidence_bundle"]["bundle_id"] = data.draw(st.one_of(UNSTORABLE, ANY_TEXT), label="bundle_id")
+    steps = [mutate(document, data) for _ in range(data.draw(st.integers(0, 2), label="mutations"))]
+    raw = encode(document, ascii_only=data.draw(st.booleans(), label="ascii"))
+    context = record(raw)
+    outcome = process_record(context, stand_in_auditor, dlq_topic="dlq", max_bytes=MAX_BYTES)
+    try:
+        if isinstance(outcome, Rejection):
+            assert_storable(outcome)
+        refused = EnvelopeError(Reason.LEDGER_REFUSED, data.draw(ANY_TEXT, label="database error"))
+        assert_storable(
+            build_rejection(refused, context, dlq_topic="dlq", inline_limit=65_536, dlq_value_limit=MAX_BYTES)
+        )
+    except Exception as exc:
+        raise AssertionError(f"{exc!r} after {steps}") from exc

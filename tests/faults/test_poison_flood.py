@@ -1,7 +1,7 @@
 """A flood of poison records mixed with good ones across partitions: nothing lost, nothing blocks.
 
 ``tests/integration/test_consumer_poison.py`` sends one record of each bad kind to one partition.
-Here 300 records, about a third of them bad (seventeen kinds, repeated, shuffled with a seeded
+Here 300 records, about a third of them bad (twenty-five kinds, repeated, shuffled with a seeded
 random order, on three partitions, some with null keys and a tombstone), go through one
 ``ledger consume`` run: every good bundle must be committed exactly once, every bad record must be
 in the dead-letter topic (once, with its original key, value and headers followed by the
@@ -67,6 +67,11 @@ def nested(depth: int) -> Any:
     return value
 
 
+def set_market(document: dict[str, Any], market_id: str) -> None:
+    document["prompt_spec"]["market"]["market_id"] = market_id
+    document["evidence_bundle"]["market_id"] = market_id
+
+
 def duplicate_evidence(document: dict[str, Any]) -> None:
     document["evidence_bundle"]["items"].append(dict(item(document)))
 
@@ -106,10 +111,37 @@ POISONS: dict[str, PoisonMaker] = {
     "not_an_object": lambda i, rng: rng.choice([b"[1, 2, 3]", b'"envelope"', b"42", b"null", b"true"]),
     "empty_value": lambda i, rng: rng.choice([b"", None]),  # empty or a tombstone
     "binary_garbage": lambda i, rng: b"\x80" + rng.randbytes(rng.randrange(0, 200)),
-    # valid JSON and a valid envelope the database refuses (jsonb has no U+0000)
-    "ledger_refused": lambda i, rng: encode(envelope(i, lambda d: item(d).update(raw_content="a\u0000b"))),
+    # values the store cannot hold, refused at decode (they used to reach the database)
+    "unstorable_text": lambda i, rng: encode(envelope(i, lambda d: item(d).update(raw_content="a\u0000b"))),
+    "unstorable_market_id": lambda i, rng: encode(
+        envelope(i, lambda d: set_market(d, rng.choice(["mk_\u0000_x", "\ud800", "mk_\udfff"])))
+    ),
+    "unstorable_bundle_id": lambda i, rng: encode(
+        envelope(i, lambda d: d["evidence_bundle"].update(bundle_id=rng.choice(["\u0000", "b\ud800"])))
+    ),
+    "unstorable_evidence_id": lambda i, rng: encode(
+        envelope(i, lambda d: item(d).update(evidence_id="e\u0000"))
+    ),
+    "value_too_long": lambda i, rng: encode(
+        envelope(i, lambda d: set_market(d, "m" * rng.randrange(600, 4000)))
+    ),
+    "number_too_large": lambda i, rng: encode(envelope(i)).replace(
+        b'"volume": 42', b'"volume": ' + b"9" * rng.randrange(309, 4500)
+    ),
+    "float_overflow": lambda i, rng: encode(envelope(i)).replace(b'"volume": 42', b'"volume": 1e400'),
+    "number_underflow": lambda i, rng: encode(envelope(i)).replace(b'"volume": 42', b'"volume": 1e-400'),
+    "deep_duplicate_key": lambda i, rng: encode(envelope(i)).replace(
+        b'"volume": 42', b'"volume": {"a": 1, "a": 2}'
+    ),
 }
-REASON = {"binary_garbage": "invalid_utf8"}  # the reason code a kind is recorded under
+REASON = {  # the reason code a kind is recorded under
+    "binary_garbage": "invalid_utf8",
+    "unstorable_market_id": "unstorable_text",
+    "unstorable_bundle_id": "unstorable_text",
+    "unstorable_evidence_id": "unstorable_text",
+    "float_overflow": "non_finite_number",
+    "deep_duplicate_key": "duplicate_key",
+}
 
 
 def sha256(value: bytes | None) -> str:

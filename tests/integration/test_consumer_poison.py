@@ -85,9 +85,26 @@ def poisons() -> list[tuple[str, bytes]]:
         ("invalid_json", b'{"schema_id": "cournot-ledger/evidence-envelope", '),
         ("not_an_object", b"[1, 2, 3]"),
         ("empty_value", b""),
-        # valid JSON the database cannot hold (jsonb refuses U+0000): found by committing one by one
-        ("ledger_refused", encode(envelope(510, lambda doc: item(doc).update(raw_content="a\u0000b")))),
+        # values the store cannot hold, refused at decode with their path (they used to reach the
+        # database: U+0000 as ledger_refused, in an id a consumer that exits 1 on every restart;
+        # a long id as "database unavailable", retried forever)
+        ("unstorable_text", encode(envelope(510, lambda doc: item(doc).update(raw_content="a\u0000b")))),
+        ("unstorable_text", encode(envelope(511, lambda doc: set_market(doc, "mk_\u0000_x")))),
+        ("unstorable_text", encode(envelope(512, lambda doc: set_market(doc, "\ud800")))),
+        (
+            "unstorable_text",
+            encode(envelope(513, lambda doc: doc["evidence_bundle"].update(bundle_id="\u0000"))),
+        ),
+        ("value_too_long", encode(envelope(514, lambda doc: set_market(doc, "m" * 3000)))),
+        ("number_too_large", valid.replace(b'"volume": 42', b'"volume": ' + b"9" * 4000)),
+        ("non_finite_number", valid.replace(b'"volume": 42', b'"volume": 1e400')),
+        ("number_underflow", valid.replace(b'"volume": 42', b'"volume": 1e-400')),
     ]
+
+
+def set_market(doc: dict[str, Any], market_id: str) -> None:
+    doc["prompt_spec"]["market"]["market_id"] = market_id
+    doc["evidence_bundle"]["market_id"] = market_id
 
 
 def test_poison_records_are_dead_lettered_and_recorded_while_good_ones_commit(

@@ -193,7 +193,8 @@ def test_evidence_for_unknown_requirement_refused() -> None:
     assert error.path == "$.evidence_bundle.items[0].requirement_id"
 
 
-def test_lone_surrogate_has_no_canonical_form() -> None:
+def test_lone_surrogate_is_unstorable_text_at_its_path() -> None:
     raw = encode(envelope()).replace(b"Compare price", b"Compare \\ud800 price")
     error = refusal(raw)
-    assert error.reason is Reason.NOT_CANONICAL
+    assert error.reason is Reason.UNSTORABLE_TEXT
+    assert error.path == "$.prompt_spec.market.resolution_rules.rules[0].description"

@@ -58,6 +58,29 @@ def test_file_with_nan_is_refused_with_its_reason(tmp_path: Path) -> None:
     assert info.value.reason is Reason.NON_FINITE_NUMBER
 
 
+@pytest.mark.parametrize(
+    ("number", "reason"),
+    [
+        (b"1e-400", Reason.NUMBER_UNDERFLOW),
+        (b"1e400", Reason.NON_FINITE_NUMBER),
+        (b"9" * 400, Reason.NUMBER_TOO_LARGE),
+    ],
+)
+def test_file_with_a_number_a_double_cannot_hold_is_refused_as_the_consumer_would(
+    tmp_path: Path, number: bytes, reason: Reason
+) -> None:
+    """Decoded loosely, 1e-400 became 0.0 and the re-encoded record was published as valid."""
+    text = json.dumps(sample()).encode().replace(b'"volume": 42', b'"volume": ' + number)
+    path = tmp_path / "number.json"
+    path.write_bytes(text)
+    with pytest.raises(EnvelopeError) as info:
+        prepare_file(path)
+    assert (info.value.reason, info.value.path) == (
+        reason,
+        "$.evidence_bundle.items[0].parsed_value.bitcoin.volume",
+    )
+
+
 def test_raw_mode_sends_bytes_unvalidated(tmp_path: Path) -> None:
     path = tmp_path / "poison.json"
     path.write_bytes(b"\xff not json")

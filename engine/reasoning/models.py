@@ -28,7 +28,7 @@ __all__ = [
     "request_fingerprint",
 ]
 
-VERIFIER_VERSION = "reasoning-verifier/1.0.0"
+VERIFIER_VERSION = "reasoning-verifier/1.1.0"
 """Bump whenever prompts, heuristics, bounds or result shape change: it is part of every cache key."""
 
 RequestPurpose = Literal["reasoning_trace", "formula_translation"]

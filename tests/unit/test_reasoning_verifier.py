@@ -11,7 +11,9 @@ import pytest
 
 from engine.canonical import dumps_canonical
 from engine.reasoning import (
+    ISSUE_FORMULA_REFUSED,
     ISSUE_NO_SECONDARY,
+    ISSUE_SECONDARY_FORMULA_REFUSED,
     ISSUE_TRACE_MISSING,
     ISSUE_TRACE_NON_SUBSTANTIVE,
     CompletionRequest,
@@ -190,6 +192,38 @@ def test_unsafe_or_undefined_secondary_formula_is_a_disagreement(formula: str) -
     result = verify([primary(), secondary(formula=formula)])
     assert result.provider_agreement is False
     assert not result.is_valid
+
+
+REFUSED_PRIMARY = [
+    "__import__('os').getpid() and 10 + 5",
+    "(lambda: 10 + 5)()",
+    "10 + 5 + 0 % 7",
+    "10 + 5 + 9**9**9 * 0",
+    "10 + 5 + x",
+]
+
+
+@pytest.mark.parametrize("formula", REFUSED_PRIMARY)
+def test_a_refused_primary_formula_is_invalid_even_when_the_secondary_repeats_it(formula: str) -> None:
+    result = verify([primary(), secondary(formula=formula)], task=ReasoningTask(expression=formula))
+    assert not result.is_valid
+    assert result.provider_agreement is False
+    refusals = [issue for issue in result.issues if issue.startswith(f"{ISSUE_FORMULA_REFUSED}: ")]
+    assert len(refusals) == 1 and refusals[0] != f"{ISSUE_FORMULA_REFUSED}: "
+    assert f"{ISSUE_SECONDARY_FORMULA_REFUSED}: " in " | ".join(result.issues)
+    assert result.confidence < 1.0
+
+
+@pytest.mark.parametrize("formula", REFUSED_PRIMARY)
+def test_a_refused_primary_formula_is_invalid_without_cross_validation(formula: str) -> None:
+    result = verify([primary()], cross=False, task=ReasoningTask(expression=formula))
+    assert not result.is_valid
+    assert any(issue.startswith(f"{ISSUE_FORMULA_REFUSED}: ") for issue in result.issues)
+
+
+def test_the_refusal_issue_says_why() -> None:
+    result = verify([primary()], cross=False, task=ReasoningTask(expression="(lambda: 10 + 5)()"))
+    assert f"{ISSUE_FORMULA_REFUSED}: Call is not allowed" in result.issues
 
 
 def test_secondary_failure_is_reported_without_raw_error_text() -> None:

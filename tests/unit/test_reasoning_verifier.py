@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +18,7 @@ from engine.reasoning import (
     ISSUE_TRACE_MISSING,
     ISSUE_TRACE_NON_SUBSTANTIVE,
     CompletionRequest,
+    Exchange,
     ProviderConfigError,
     ProviderRateLimitError,
     ReasoningResult,
@@ -398,3 +400,34 @@ def test_endpoint_credentials_are_not_recorded_in_provider_identity() -> None:
     assert provider.identity.endpoint == "https://proxy.example:8443/v1"
     assert "pa55word" not in repr(provider)
     provider.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded"),
+    [
+        ("https://proxy.example/v1/?key=sk-q-123", "https://proxy.example/v1"),
+        ("https://u:sk-p-123@proxy.example:8443/v1#sk-f-123", "https://proxy.example:8443/v1"),
+        ("https://proxy.example/v1?api-key=sk-q-123&x=1", "https://proxy.example/v1"),
+        ("https://proxy.example", "https://proxy.example"),
+    ],
+)
+def test_every_recorded_endpoint_drops_userinfo_query_and_fragment(given: str, recorded: str) -> None:
+    result = verify([primary(), ScriptedProvider("openai", "gpt-x", given)])
+    assert result.secondary_provider is not None and result.secondary_provider.endpoint == recorded
+    assert [exchange.endpoint for exchange in result.exchanges][1] == recorded
+    assert "sk-" not in result.canonical_json()
+    assert (
+        Exchange.model_validate({**result.exchanges[1].model_dump(), "endpoint": given}).endpoint == recorded
+    )
+
+
+def test_logged_urls_are_redacted_by_the_sdk_log_filter(caplog: pytest.LogCaptureFixture) -> None:
+    from engine.reasoning.sdk_providers import install_url_redaction
+
+    install_url_redaction()
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("httpx2").info(
+        'HTTP Request: %s %s "%s"', "POST", "https://u:sk-a@h.example/v1/chat?key=sk-b#sk-c", "200 OK"
+    )
+    assert 'HTTP Request: POST https://h.example/v1/chat "200 OK"' in caplog.text
+    assert "sk-" not in caplog.text

@@ -44,7 +44,7 @@ def submission_draft(
         evidence_bundle=bundle,
         prompt_spec_hash=roots.prompt_spec_hash,
         evidence_root=roots.evidence_root,
-        envelope_options=envelope.options.model_dump(mode="json"),
+        envelope_options=envelope.options.model_dump(mode="json", exclude_none=True),
         inputs_hash=decoded.inputs_hash,
     )
     received["envelope"] = {

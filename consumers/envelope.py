@@ -6,10 +6,15 @@ A record's value is UTF-8 JSON::
      "event_id": "optional producer id", "prompt_spec": {...}, "evidence_bundle": {...},
      "options": {"verify_reasoning": false}}
 
-and its key is the market id. :func:`decode_envelope` turns raw bytes into a validated
-:class:`DecodedEnvelope` or raises :class:`EnvelopeError` with a reason code (:class:`Reason`),
-a message and a JSON path. The published JSON Schema (``schemas/envelope-v1.schema.json``) is
-generated from :class:`EnvelopeV1` by :func:`envelope_json_schema`.
+and its key is the market id. Version 2 is version 1 plus two optional reasoning options
+(``options.reasoning_query`` and ``options.reasoning_expression``: the task the reasoning stage
+verifies); version 1 still refuses them, and a v1 record decodes exactly as before. The
+idempotency key never depends on the version or the options.
+
+:func:`decode_envelope` turns raw bytes into a validated :class:`DecodedEnvelope` or raises
+:class:`EnvelopeError` with a reason code (:class:`Reason`), a message and a JSON path. The
+published JSON Schemas (``schemas/envelope-v1.schema.json``, ``schemas/envelope-v2.schema.json``)
+are generated from :class:`EnvelopeV1` / :class:`EnvelopeV2` by :func:`envelope_json_schema`.
 """
 
 from __future__ import annotations
@@ -37,11 +42,17 @@ from ledger.limits import (
 __all__ = [
     "ENVELOPE_SCHEMA_ID",
     "ENVELOPE_SCHEMA_VERSION",
+    "LATEST_ENVELOPE_VERSION",
+    "MAX_REASONING_EXPRESSION_LENGTH",
+    "MAX_REASONING_QUERY_LENGTH",
     "SUPPORTED_VERSIONS",
     "DecodedEnvelope",
+    "Envelope",
     "EnvelopeError",
     "EnvelopeOptions",
+    "EnvelopeOptionsV2",
     "EnvelopeV1",
+    "EnvelopeV2",
     "Reason",
     "decode_envelope",
     "envelope_json_schema",
@@ -54,8 +65,13 @@ __all__ = [
 
 ENVELOPE_SCHEMA_ID = "cournot-ledger/evidence-envelope"
 ENVELOPE_SCHEMA_VERSION = 1
-SUPPORTED_VERSIONS = frozenset({ENVELOPE_SCHEMA_VERSION})
+"""The version :func:`wrap_inputs` writes unless a version-2 option is given."""
+LATEST_ENVELOPE_VERSION = 2
+SUPPORTED_VERSIONS = frozenset({ENVELOPE_SCHEMA_VERSION, LATEST_ENVELOPE_VERSION})
 SCHEMA_URL = "https://cournot.dev/schemas/ledger/envelope-v1.schema.json"
+SCHEMA_URLS = {1: SCHEMA_URL, 2: "https://cournot.dev/schemas/ledger/envelope-v2.schema.json"}
+MAX_REASONING_QUERY_LENGTH = 4096
+MAX_REASONING_EXPRESSION_LENGTH = 512
 
 
 class Reason(StrEnum):
@@ -115,6 +131,33 @@ class EnvelopeOptions(StrictModel):
     )
 
 
+class EnvelopeOptionsV2(EnvelopeOptions):
+    """Version-2 options: version 1's plus the reasoning task (each optional, bounded, not blank)."""
+
+    reasoning_query: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_REASONING_QUERY_LENGTH,
+        pattern=r"\S",
+        description="The question the ReasoningVerifier checks the formula against "
+        "(default: prompt_spec.market.question).",
+    )
+    reasoning_expression: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_REASONING_EXPRESSION_LENGTH,
+        pattern=r"\S",
+        description="The formula the ReasoningVerifier checks: numeric literals and + - * / ** only "
+        "(default: '<numeric_value> - <threshold>' from the audit).",
+    )
+
+
+_EVENT_ID_DESCRIPTION = (
+    "Producer's unique event id; when set it is the ledger idempotency key, "
+    "otherwise the SHA-256 of the canonical prompt_spec and evidence_bundle is."
+)
+
+
 class EnvelopeV1(StrictModel):
     """Version 1 of the evidence-bundle envelope (unknown fields are rejected)."""
 
@@ -123,22 +166,37 @@ class EnvelopeV1(StrictModel):
     )
     schema_version: Literal[1] = Field(description="Envelope format version; consumers refuse others.")
     event_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Producer's unique event id; when set it is the ledger idempotency key, "
-        "otherwise the SHA-256 of the canonical prompt_spec and evidence_bundle is.",
+        default=None, min_length=1, max_length=256, description=_EVENT_ID_DESCRIPTION
     )
     prompt_spec: PromptSpec
     evidence_bundle: EvidenceBundle
     options: EnvelopeOptions = Field(default_factory=EnvelopeOptions)
 
 
+class EnvelopeV2(StrictModel):
+    """Version 2: version 1 whose options may also carry the reasoning task (unknown fields are rejected)."""
+
+    schema_id: Literal["cournot-ledger/evidence-envelope"] = Field(
+        description="Identifies this envelope format."
+    )
+    schema_version: Literal[2] = Field(description="Envelope format version; consumers refuse others.")
+    event_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description=_EVENT_ID_DESCRIPTION
+    )
+    prompt_spec: PromptSpec
+    evidence_bundle: EvidenceBundle
+    options: EnvelopeOptionsV2 = Field(default_factory=EnvelopeOptionsV2)
+
+
+Envelope = EnvelopeV1 | EnvelopeV2
+_MODELS: dict[int, type[EnvelopeV1] | type[EnvelopeV2]] = {1: EnvelopeV1, 2: EnvelopeV2}
+
+
 @dataclass(frozen=True)
 class DecodedEnvelope:
     """A validated envelope plus the values the consumer needs from it."""
 
-    envelope: EnvelopeV1
+    envelope: Envelope
     idempotency_key: str
     inputs_hash: str
 
@@ -149,25 +207,41 @@ class DecodedEnvelope:
 
 
 def wrap_inputs(
-    prompt_spec: Any, evidence_bundle: Any, *, event_id: str | None = None, verify_reasoning: bool = False
+    prompt_spec: Any,
+    evidence_bundle: Any,
+    *,
+    event_id: str | None = None,
+    verify_reasoning: bool = False,
+    reasoning_query: str | None = None,
+    reasoning_expression: str | None = None,
 ) -> dict[str, Any]:
-    """A v1 envelope document around raw ``prompt_spec`` and ``evidence_bundle`` JSON values."""
-    document: dict[str, Any] = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": ENVELOPE_SCHEMA_VERSION}
+    """An envelope document around raw ``prompt_spec`` and ``evidence_bundle`` JSON values:
+    version 1, or version 2 when ``reasoning_query`` or ``reasoning_expression`` is given."""
+    reasoning = {
+        name: value
+        for name, value in (
+            ("reasoning_query", reasoning_query),
+            ("reasoning_expression", reasoning_expression),
+        )
+        if value is not None
+    }
+    version = LATEST_ENVELOPE_VERSION if reasoning else ENVELOPE_SCHEMA_VERSION
+    document: dict[str, Any] = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": version}
     if event_id is not None:
         document["event_id"] = event_id
     document["prompt_spec"] = prompt_spec
     document["evidence_bundle"] = evidence_bundle
-    document["options"] = {"verify_reasoning": verify_reasoning}
+    document["options"] = {"verify_reasoning": verify_reasoning, **reasoning}
     return document
 
 
-def inputs_hash(envelope: EnvelopeV1) -> str:
+def inputs_hash(envelope: Envelope) -> str:
     """``0x`` + SHA-256 of the canonical ``{"prompt_spec", "evidence_bundle"}`` pair."""
     pair = {"prompt_spec": envelope.prompt_spec, "evidence_bundle": envelope.evidence_bundle}
     return to_hex(hash_canonical(pair))
 
 
-def idempotency_key(envelope: EnvelopeV1, digest: str | None = None) -> str:
+def idempotency_key(envelope: Envelope, digest: str | None = None) -> str:
     """``event:<event_id>`` when the producer gave one, else ``inputs:<inputs hash>``."""
     if envelope.event_id is not None:
         return f"event:{envelope.event_id}"
@@ -226,7 +300,7 @@ def _check_version(document: Any) -> None:
         )
 
 
-def check_consistency(envelope: EnvelopeV1) -> None:
+def check_consistency(envelope: Envelope) -> None:
     """Cross-field rules the JSON Schema cannot express: market ids, evidence ids, requirement ids."""
     spec, bundle = envelope.prompt_spec, envelope.evidence_bundle
     if bundle.market_id != spec.market.market_id:
@@ -307,7 +381,7 @@ def decode_envelope(
     _check_version(document)
     check_storable_text(raw, document)
     try:
-        envelope = EnvelopeV1.model_validate(document)
+        envelope = _MODELS[document["schema_version"]].model_validate(document)
     except ValidationError as exc:
         raise _from_validation_error(exc) from exc
     check_storable_ids(envelope)
@@ -319,13 +393,13 @@ def decode_envelope(
     return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest)
 
 
-def envelope_json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of :class:`EnvelopeV1`, as published in ``schemas/``."""
-    schema = EnvelopeV1.model_json_schema(mode="validation")
+def envelope_json_schema(version: int = ENVELOPE_SCHEMA_VERSION) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of envelope ``version``, as published in ``schemas/``."""
+    schema = _MODELS[version].model_json_schema(mode="validation")
     header = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_URL,
-        "title": "Cournot ledger evidence envelope, version 1",
+        "$id": SCHEMA_URLS[version],
+        "title": f"Cournot ledger evidence envelope, version {version}",
         "description": (
             "Value of a record on the evidence-bundles topic (key: the market id). Consumers also "
             "refuse: values over the size limit, invalid UTF-8, NaN/Infinity, numbers a 64-bit float "
@@ -341,10 +415,12 @@ def envelope_json_schema() -> dict[str, Any]:
     return header | schema
 
 
-def render_json_schema() -> str:
+def render_json_schema(version: int = ENVELOPE_SCHEMA_VERSION) -> str:
     """The published schema file's exact text (sorted keys, two-space indent, final newline)."""
-    return json.dumps(envelope_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(envelope_json_schema(version), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-if __name__ == "__main__":  # python -m consumers.envelope > schemas/envelope-v1.schema.json
-    print(render_json_schema(), end="")
+if __name__ == "__main__":  # python -m consumers.envelope [2] > schemas/envelope-v<version>.schema.json
+    import sys
+
+    print(render_json_schema(int(sys.argv[1]) if len(sys.argv) > 1 else ENVELOPE_SCHEMA_VERSION), end="")

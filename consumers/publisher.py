@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer
 
 from consumers.envelope import (
     ENVELOPE_SCHEMA_ID,
-    ENVELOPE_SCHEMA_VERSION,
+    SUPPORTED_VERSIONS,
     EnvelopeError,
     Reason,
     decode_envelope,
@@ -39,6 +39,7 @@ __all__ = [
     "EnvelopePublisher",
     "PreparedRecord",
     "SentRecord",
+    "content_type_header",
     "prepare_document",
     "prepare_file",
     "prepare_raw",
@@ -46,6 +47,13 @@ __all__ = [
 ]
 
 CONTENT_TYPE_HEADER = ("content-type", b"application/vnd.cournot-ledger.envelope+json; version=1")
+
+
+def content_type_header(version: int) -> tuple[str, bytes]:
+    """The ``content-type`` header of an envelope of ``version`` (:data:`CONTENT_TYPE_HEADER` for v1)."""
+    return ("content-type", f"application/vnd.cournot-ledger.envelope+json; version={version}".encode())
+
+
 _BARE_KEYS = frozenset({"prompt_spec", "evidence_bundle"})
 
 
@@ -105,10 +113,13 @@ def _as_envelope(document: Any, event_id: str | None, verify_reasoning: bool | N
             verify_reasoning=bool(options.get("verify_reasoning", False))
             if verify_reasoning is None
             else verify_reasoning,
+            reasoning_query=options.get("reasoning_query"),  # either one makes it a v2 envelope
+            reasoning_expression=options.get("reasoning_expression"),
         )
+    versions = " or ".join(str(version) for version in sorted(SUPPORTED_VERSIONS))
     raise EnvelopeError(
         Reason.UNKNOWN_SCHEMA,
-        f"expected a {ENVELOPE_SCHEMA_ID} v{ENVELOPE_SCHEMA_VERSION} envelope or an object with "
+        f"expected a {ENVELOPE_SCHEMA_ID} envelope (version {versions}) or an object with "
         "exactly 'prompt_spec' and 'evidence_bundle'",
     )
 
@@ -138,7 +149,7 @@ def prepare_document(
         idempotency_key=decoded.idempotency_key,
         market_id=decoded.market_id,
         bundle_id=decoded.envelope.evidence_bundle.bundle_id,
-        headers=(CONTENT_TYPE_HEADER, *headers),
+        headers=(content_type_header(decoded.envelope.schema_version), *headers),
     )
 
 

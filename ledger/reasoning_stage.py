@@ -32,7 +32,6 @@ from pydantic import ValidationError
 
 from engine.canonical import dumps_canonical, hash_canonical, to_hex
 from engine.reasoning import (
-    ISSUE_NO_SECONDARY,
     VERIFIER_VERSION,
     Provider,
     ReasoningResult,
@@ -40,6 +39,7 @@ from engine.reasoning import (
     ReasoningVerifier,
     RecordedProviders,
     ReplayMissError,
+    is_fail_closed,
 )
 
 __all__ = [
@@ -166,18 +166,12 @@ def derive_request(
 
 
 def status_of(result: ReasoningResult) -> VerificationStatus:
-    """``valid``; ``fail_closed`` when evidence was missing (provider failure, no provider, no
-    distinct secondary); otherwise ``invalid`` (the providers answered and the check failed)."""
+    """``valid``; ``fail_closed`` when evidence was missing (no provider, a provider failure, an
+    empty or placeholder trace, no distinct secondary: :func:`engine.reasoning.is_fail_closed`);
+    otherwise ``invalid`` (the providers answered and the check failed)."""
     if result.is_valid:
         return "valid"
-    missing_provider = result.primary_provider is None or any(
-        issue == ISSUE_NO_SECONDARY for issue in result.issues
-    )
-    if missing_provider or any(exchange.failed for exchange in result.exchanges):
-        return "fail_closed"
-    if any(issue.startswith("Cross-validation failed") for issue in result.issues):
-        return "fail_closed"
-    return "invalid"
+    return "fail_closed" if is_fail_closed(result) else "invalid"
 
 
 def _committed_result(result: ReasoningResult) -> dict[str, Any]:

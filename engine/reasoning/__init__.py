@@ -8,9 +8,9 @@ Public API::
     result = verifier.verify_reasoning(query, ReasoningTask(expression="10 + 5"))
     result.is_valid, result.issues, result.exchanges, result.canonical_json()
 
-Fail-closed: without a substantive reasoning trace from the primary provider, or without a
-distinct secondary provider when cross-validation is requested, ``is_valid`` is False and the
-issues say why. Recorded exchanges replay through :class:`RecordedProviders`.
+Fail-closed: without a substantive reasoning trace from the primary provider, without a
+distinct secondary provider when cross-validation is requested, or with a formula the safe
+evaluator refuses, ``is_valid`` is False and the issues say why. Recorded exchanges replay through :class:`RecordedProviders`.
 """
 
 from engine.reasoning.cache import ResultCache, build_cache_key
@@ -43,13 +43,21 @@ from engine.reasoning.sdk_providers import (
     OpenAIProvider,
 )
 from engine.reasoning.trace import ISSUE_TRACE_MISSING, ISSUE_TRACE_NON_SUBSTANTIVE, NON_SUBSTANTIVE_MARKERS
-from engine.reasoning.verifier import ISSUE_NO_SECONDARY, ReasoningVerifier
+from engine.reasoning.verifier import (
+    ISSUE_FORMULA_REFUSED,
+    ISSUE_NO_SECONDARY,
+    ISSUE_SECONDARY_FORMULA_REFUSED,
+    ReasoningVerifier,
+    is_fail_closed,
+)
 
 ReasoningValidation = ReasoningResult
 """Alias: the result type under the name the seed's implementation uses."""
 
 __all__ = [
+    "ISSUE_FORMULA_REFUSED",
     "ISSUE_NO_SECONDARY",
+    "ISSUE_SECONDARY_FORMULA_REFUSED",
     "ISSUE_TRACE_MISSING",
     "ISSUE_TRACE_NON_SUBSTANTIVE",
     "NON_SUBSTANTIVE_MARKERS",
@@ -87,4 +95,5 @@ __all__ = [
     "build_providers_from_env",
     "evaluate_formula",
     "formulas_equivalent",
+    "is_fail_closed",
 ]

@@ -8,8 +8,10 @@
 * **TTL**: every entry carries its creation time (from the injectable ``clock``) and is checked on
   every lookup in both layers; an entry older than the TTL (or dated in the future) is evicted
   and never returned. Redis entries also get a real expiry (``PX``).
-* **Isolation**: Redis keys are prefixed with a namespace that is random per instance unless one
-  is given explicitly; only an explicit shared namespace lets two verifiers share entries.
+* **Isolation**: every cache draws its own random namespace (128 bits) at construction and prefixes
+  its Redis keys with it; the namespace cannot be chosen, so two caches (two verifiers, even with
+  identical configuration, in one process or many) never read or write each other's entries.
+  Redis only extends one instance's LRU (capacity, ``clear()``), it never shares results.
 * **Immutability**: entries hold canonical JSON text, so every hit builds a fresh result object.
 * **Degradation**: any Redis failure is logged, counted in :attr:`ResultCache.redis_errors` and
   puts Redis on a short cool-down; the LRU keeps working and no exception escapes.
@@ -21,7 +23,7 @@ import hashlib
 import json
 import logging
 import math
-import re
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -33,12 +35,11 @@ from engine.canonical import canonical_bytes, dumps_canonical
 from engine.reasoning.models import VERIFIER_VERSION, ProviderDescriptor, ReasoningResult
 from engine.version import ENGINE_VERSION
 
-__all__ = ["CACHE_KEY_SCHEMA", "ResultCache", "build_cache_key", "validate_namespace"]
+__all__ = ["CACHE_KEY_SCHEMA", "ResultCache", "build_cache_key"]
 
 log = logging.getLogger(__name__)
 
 CACHE_KEY_SCHEMA = 1
-_NAMESPACE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _REDIS_PREFIX = "cournot:reasoning:v1"
 
 
@@ -65,13 +66,6 @@ def build_cache_key(
     return hashlib.sha256(canonical_bytes(components)).hexdigest()
 
 
-def validate_namespace(namespace: str) -> str:
-    """Namespaces are 1-64 characters of ``[A-Za-z0-9_.-]``."""
-    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
-        raise ValueError("cache_namespace must be 1-64 characters of letters, digits, '_', '.' or '-'")
-    return namespace
-
-
 @dataclass(frozen=True)
 class _Entry:
     created_at: float
@@ -96,7 +90,6 @@ class ResultCache:
         *,
         ttl_seconds: float,
         max_size: int,
-        namespace: str,
         clock: Callable[[], float] = time.time,
         redis_url: str | None = None,
         redis_timeout: float = 0.5,
@@ -108,7 +101,8 @@ class ResultCache:
             raise ValueError("cache_size must be a positive int")
         self.ttl_seconds = float(ttl_seconds)
         self.max_size = max_size
-        self.namespace = validate_namespace(namespace)
+        self.namespace = secrets.token_hex(16)
+        """Private to this instance (see the module docstring): never configurable, never shared."""
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()

@@ -16,7 +16,9 @@ Bounds (all explicit, independent of the ambient :mod:`decimal` context):
 Arithmetic is exact :class:`~decimal.Decimal` in a private context (:data:`PRECISION` significant
 digits, half-even rounding); literals are read from their source text, so ``0.1 + 0.2 == 0.3``.
 Two values are equivalent when ``|a - b| <= max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(|a|, |b|))``.
-Division by zero (and ``0 ** -n``) is never equivalent to anything, itself included.
+A formula the evaluator refuses or cannot evaluate (a name, a call, ``%``, ``9**9**9``, division
+by zero, ...) is never equivalent to anything, itself included: equivalence is only ever decided
+on two evaluated values, never on the text.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "evaluate_tree",
     "format_decimal",
     "formula_operators",
+    "formula_refusal",
     "formulas_equivalent",
 ]
 
@@ -61,8 +64,6 @@ ABSOLUTE_TOLERANCE = Decimal("1e-12")
 _LITERAL = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 _UNARY = {ast.UAdd: "+", ast.USub: "-"}
-# Failures that make a formula meaningless (never equivalent, even to itself).
-_UNDEFINED_CODES = frozenset({"division_by_zero", "undefined", "syntax", "too_long", "not_text"})
 
 
 class FormulaError(ValueError):
@@ -108,6 +109,7 @@ def _parse(text: object) -> tuple[ast.Expression, str]:
     try:
         with warnings.catch_warnings():  # untrusted text must not spam SyntaxWarnings into logs
             warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)  # e.g. invalid escapes in strings
             tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
         raise FormulaError("syntax", f"not a valid expression ({type(exc).__name__})") from None
@@ -278,39 +280,29 @@ class Equivalence:
         return self.equivalent
 
 
-def _try_evaluate(text: str) -> tuple[Decimal | None, FormulaError | None]:
+def formula_refusal(text: str) -> str | None:
+    """Why the evaluator refuses ``text`` (its :class:`FormulaError` message), or None if it evaluates."""
     try:
-        return evaluate_formula(text), None
+        evaluate_formula(text)
     except FormulaError as exc:
-        return None, exc
-
-
-def _same_structure(first: str, second: str) -> bool:
-    try:
-        tree_a, _ = _parse(first)
-        tree_b, _ = _parse(second)
-    except FormulaError:
-        return False
-    return ast.dump(tree_a) == ast.dump(tree_b)
+        return exc.message
+    return None
 
 
 def formulas_equivalent(first: str, second: str) -> Equivalence:
-    """Decide whether two formulas denote the same number (see the module docstring)."""
-    value_a, error_a = _try_evaluate(first)
-    value_b, error_b = _try_evaluate(second)
-    for label, error in (("first", error_a), ("second", error_b)):
-        if error is not None and error.code in _UNDEFINED_CODES:
-            return Equivalence(False, f"{label} formula is not evaluable: {error.message}")
-    if value_a is not None and value_b is not None:
-        text_a, text_b = format_decimal(value_a), format_decimal(value_b)
-        with decimal.localcontext(_context()):
-            difference = abs(value_a - value_b)
-            allowed = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(abs(value_a), abs(value_b)))
-        if difference <= allowed:
-            return Equivalence(True, f"equal values: {text_a} and {text_b}", text_a, text_b)
-        return Equivalence(False, f"different values: {text_a} and {text_b}", text_a, text_b)
-    if _same_structure(first, second):
-        return Equivalence(True, "identical formulas (not evaluated)")
-    label, error = ("first", error_a) if error_a is not None else ("second", error_b)
-    message = error.message if error is not None else "not evaluable"
-    return Equivalence(False, f"{label} formula was refused: {message}")
+    """Decide whether two formulas denote the same number; a refused formula never does."""
+    try:
+        value_a = evaluate_formula(first)
+    except FormulaError as exc:
+        return Equivalence(False, f"first formula was refused: {exc.message}")
+    try:
+        value_b = evaluate_formula(second)
+    except FormulaError as exc:
+        return Equivalence(False, f"second formula was refused: {exc.message}")
+    text_a, text_b = format_decimal(value_a), format_decimal(value_b)
+    with decimal.localcontext(_context()):
+        difference = abs(value_a - value_b)
+        allowed = max(ABSOLUTE_TOLERANCE, RELATIVE_TOLERANCE * max(abs(value_a), abs(value_b)))
+    if difference <= allowed:
+        return Equivalence(True, f"equal values: {text_a} and {text_b}", text_a, text_b)
+    return Equivalence(False, f"different values: {text_a} and {text_b}", text_a, text_b)

@@ -6,9 +6,10 @@ result, and every provider exchange it records, has one canonical JSON form and 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from engine.canonical import dumps_canonical, hash_canonical, to_hex
 from engine.version import ENGINE_VERSION
@@ -21,19 +22,37 @@ __all__ = [
     "NumberFact",
     "ProviderDescriptor",
     "ProviderIdentity",
+    "PublicEndpoint",
     "ReasoningResult",
     "ReasoningTask",
     "RequestPurpose",
     "SemanticFacts",
+    "public_endpoint",
     "request_fingerprint",
 ]
 
-VERIFIER_VERSION = "reasoning-verifier/1.0.0"
+VERIFIER_VERSION = "reasoning-verifier/1.1.0"
 """Bump whenever prompts, heuristics, bounds or result shape change: it is part of every cache key."""
 
 RequestPurpose = Literal["reasoning_trace", "formula_translation"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def public_endpoint(url: str) -> str:
+    """``url`` as it may be recorded: no ``user:password@``, no query, no fragment, no trailing ``/``.
+
+    Endpoints end up in hash-committed ledger entries that can never be erased, and a base URL
+    may carry a credential (``https://user:key@host/``, ``https://host/v1?key=sk-...``), so
+    everything but scheme, host, port and path is dropped. Raises ValueError for an unparseable URL.
+    """
+    parts = urlsplit(url.strip())
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
+
+
+PublicEndpoint = Annotated[str, AfterValidator(public_endpoint)]
+"""A ``str`` field holding an endpoint; validation strips credentials (:func:`public_endpoint`)."""
 
 
 class ReasoningTask(BaseModel):
@@ -52,7 +71,7 @@ class ProviderIdentity(BaseModel):
 
     vendor: str
     model: str
-    endpoint: str
+    endpoint: PublicEndpoint
 
 
 class DecodingPolicy(BaseModel):
@@ -104,7 +123,7 @@ class Exchange(BaseModel):
     purpose: RequestPurpose
     vendor: str
     model: str
-    endpoint: str
+    endpoint: PublicEndpoint
     decoding_policy: DecodingPolicy
     request: CompletionRequest
     response_text: str | None = None

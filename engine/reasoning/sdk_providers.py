@@ -7,20 +7,23 @@ schema-locked JSON for formula translation (``response_format`` ``json_schema`` 
 are disabled (``max_retries=0``) in favour of :class:`~engine.reasoning.provider.RetryPolicy`,
 which bounds how long a ``Retry-After`` may stall a call. SDK exceptions become
 :class:`~engine.reasoning.errors.ProviderError` subclasses with sanitised messages; API keys are
-held only by the SDK clients and never appear in ``repr``, logs, exchanges or errors.
+held only by the SDK clients and never appear in ``repr``, logs, exchanges or errors. Recorded
+endpoints keep only scheme, host, port and path (no userinfo, query or fragment, where a key may
+hide), and :class:`RedactURLsFilter` strips the same parts from every URL the HTTP client and the
+SDKs log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from engine.reasoning import errors
-from engine.reasoning.models import CompletionRequest, DecodingPolicy, ProviderIdentity
+from engine.reasoning.models import CompletionRequest, DecodingPolicy, ProviderIdentity, public_endpoint
 from engine.reasoning.provider import RetryPolicy, call_with_retries, call_with_retries_async
 
 __all__ = [
@@ -30,6 +33,9 @@ __all__ = [
     "AzureOpenAIProvider",
     "GeminiProvider",
     "OpenAIProvider",
+    "RedactURLsFilter",
+    "install_url_redaction",
+    "redact_urls",
     "translate_sdk_error",
 ]
 
@@ -96,14 +102,56 @@ def translate_sdk_error(exc: Exception, vendor: str) -> errors.ProviderError:
     return kind(f"{vendor} request failed: {kind.code}{suffix}", status=status, retry_after=retry_after)
 
 
-def public_endpoint(url: str) -> str:
-    """``url`` without trailing slash and without any ``user:password@`` part (it is recorded)."""
-    parts = urlsplit(url.rstrip("/"))
-    if parts.username is None and parts.password is None:
-        return url.rstrip("/")
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+_URL_IN_TEXT = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s/?#@\"'<>]*@)?(?P<rest>[^\s?#\"'<>]*)"
+    r"(?:\?[^\s#\"'<>]*)?(?:#[^\s\"'<>]*)?"
+)
+_HTTP_LOGGERS = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "openai",
+    "openai._base_client",
+    "anthropic",
+    "anthropic._base_client",
+)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL reduced to scheme, host and path (no userinfo, query or fragment)."""
+    return _URL_IN_TEXT.sub(lambda match: match["scheme"] + match["rest"], text)
+
+
+class RedactURLsFilter(logging.Filter):
+    """Rewrites log records whose message holds a URL with credentials-capable parts.
+
+    The HTTP clients under the SDKs log every request URL (``httpx`` at INFO, the SDKs at DEBUG);
+    a base URL may carry a key in its query string or userinfo, so the formatted message is
+    replaced by its redacted form. Records are never dropped.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; always keep it."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot be formatted is left for logging to report
+            return True
+        redacted = redact_urls(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+_REDACTION = RedactURLsFilter()
+
+
+def install_url_redaction() -> None:
+    """Attach the URL-redacting filter to the HTTP client and SDK loggers (idempotent)."""
+    for name in _HTTP_LOGGERS:
+        logger = logging.getLogger(name)
+        if _REDACTION not in logger.filters:
+            logger.addFilter(_REDACTION)
 
 
 def _require_text(text: object, vendor: str) -> str:
@@ -130,6 +178,7 @@ class _SDKProvider:
     ) -> None:
         if not model:
             raise errors.ProviderConfigError(f"{self.vendor} provider needs a model")
+        install_url_redaction()
         self.identity = ProviderIdentity(vendor=self.vendor, model=model, endpoint=public_endpoint(endpoint))
         self.decoding_policy = decoding_policy
         self.timeout = timeout
@@ -397,7 +446,8 @@ class AzureOpenAIProvider(_ChatCompletionsProvider):
     ) -> None:
         version = api_version or self.DEFAULT_API_VERSION
         base = azure_endpoint.rstrip("/")
-        endpoint = f"{base}/openai/deployments/{deployment}?api-version={version}"
+        # recorded without the api-version query (no query string is ever recorded)
+        endpoint = f"{public_endpoint(base)}/openai/deployments/{deployment}"
         super().__init__(
             model=deployment,
             endpoint=endpoint,

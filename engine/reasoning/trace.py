@@ -3,8 +3,10 @@
 An *entry* is a line that, after stripping leading whitespace, starts with a number marker
 (``1.``, ``1)``, ``(1)``, ``1:``, ``Step 1:``) or a bullet (``-``, ``*``, ``•``, ``+``) followed
 by whitespace. An entry is *substantive* when its body (the text after the marker) contains a
-letter or digit and none of :data:`NON_SUBSTANTIVE_MARKERS`, matched case-insensitively as whole
-words (so ``mean/average`` does not contain ``n/a``). One substantive entry is enough.
+letter or digit and the entry, after stripping leading whitespace, contains none of
+:data:`NON_SUBSTANTIVE_MARKERS` anywhere, case-insensitively: a plain substring test, so
+``mean/average`` contains ``n/a`` and ``unavailableX`` contains ``unavailable`` (both rejected).
+One substantive entry is enough.
 """
 
 from __future__ import annotations
@@ -52,10 +54,6 @@ _ENTRY = re.compile(
     r"\s*(?P<body>.*)$",
     re.IGNORECASE,
 )
-_MARKERS = re.compile(
-    "|".join(rf"(?<!\w){re.escape(marker)}(?!\w)" for marker in NON_SUBSTANTIVE_MARKERS),
-    re.IGNORECASE,
-)
 _SYMBOL_TO_OPERATION = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "**": "exponent"}
 
 
@@ -82,7 +80,8 @@ def is_substantive(entry: str) -> bool:
     body = _entry_body(entry)
     if body is None or not any(char.isalnum() for char in body):
         return False
-    return _MARKERS.search(entry) is None
+    lowered = entry.lstrip().lower()
+    return not any(marker in lowered for marker in NON_SUBSTANTIVE_MARKERS)
 
 
 def trace_issues(trace: list[str], *, obtained: bool) -> list[str]:

@@ -9,15 +9,20 @@ Pipeline of :meth:`ReasoningVerifier.verify_reasoning` (issues are appended in t
    trace; no provider, a failed call or an empty answer gives ``Reasoning trace missing`` and
    ``Reasoning trace unavailable or non-substantive``; an answer without a substantive entry
    gives the latter alone;
-4. formula heuristics (query numbers present, explicit operations have their operator);
+4. formula heuristics (query numbers present, explicit operations have their operator), and
+   the safe evaluator must accept the primary formula (only numeric literals and ``+ - * / **``);
+   a refused formula gives ``Primary formula refused by the safe evaluator: <why>``;
 5. with ``enable_cross_validation`` the secondary (first available provider whose identity
    differs from the primary's) translates the query into a formula under a JSON schema, and the
-   two formulas must be equivalent (safe evaluator); with no such provider the issue is
+   two formulas must be equivalent (safe evaluator; a refused formula is never equivalent to
+   anything, itself included); with no such provider the issue is
    ``Cross-validation requested but no distinct secondary provider is available``.
 
 ``is_valid`` holds only when no issue was raised. Every provider call is recorded as an
-:class:`~engine.reasoning.models.Exchange` on the result. Results touched by a provider failure
-are never cached.
+:class:`~engine.reasoning.models.Exchange` on the result. Fail-closed results
+(:func:`is_fail_closed`: missing evidence, including an empty or placeholder answer a provider
+returned) are never cached. Each verifier owns a private cache namespace (random per instance),
+so no two verifiers ever read or write each other's entries, in the LRU or in Redis.
 """
 
 from __future__ import annotations
@@ -25,17 +30,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import secrets
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from engine.reasoning.cache import ResultCache, build_cache_key, validate_namespace
+from engine.reasoning.cache import ResultCache, build_cache_key
 from engine.reasoning.env import build_provider_from_env
 from engine.reasoning.errors import ProviderError, ProviderResponseError, ReplayMissError
-from engine.reasoning.evaluator import formulas_equivalent
+from engine.reasoning.evaluator import formula_refusal, formulas_equivalent
 from engine.reasoning.facts import check_formula_semantics, expected_operations, extract_semantic_facts
 from engine.reasoning.models import (
     CompletionRequest,
@@ -48,6 +52,8 @@ from engine.reasoning.models import (
 from engine.reasoning.prompts import formula_request, parse_formula_response, trace_request
 from engine.reasoning.provider import AsyncProvider, Provider, is_available
 from engine.reasoning.trace import (
+    ISSUE_TRACE_MISSING,
+    ISSUE_TRACE_NON_SUBSTANTIVE,
     check_chain_of_thought,
     is_substantive,
     parse_chain_of_thought,
@@ -55,15 +61,45 @@ from engine.reasoning.trace import (
     trace_issues,
 )
 
-__all__ = ["ISSUE_NO_SECONDARY", "MAX_QUERY_LENGTH", "ReasoningVerifier"]
+__all__ = [
+    "ISSUE_FORMULA_REFUSED",
+    "ISSUE_NO_SECONDARY",
+    "ISSUE_SECONDARY_FORMULA_REFUSED",
+    "MAX_QUERY_LENGTH",
+    "ReasoningVerifier",
+    "is_fail_closed",
+]
 
 log = logging.getLogger(__name__)
 
 ISSUE_NO_SECONDARY = "Cross-validation requested but no distinct secondary provider is available"
+ISSUE_FORMULA_REFUSED = "Primary formula refused by the safe evaluator"
+ISSUE_SECONDARY_FORMULA_REFUSED = "Secondary formula refused by the safe evaluator"
 MAX_QUERY_LENGTH = 32_768
 
+ISSUE_CROSS_VALIDATION_FAILED = "Cross-validation failed"
+_EVIDENCE_MISSING_ISSUES = frozenset({ISSUE_TRACE_MISSING, ISSUE_TRACE_NON_SUBSTANTIVE, ISSUE_NO_SECONDARY})
+
 _Call = tuple[Provider, CompletionRequest]
-_Pipeline = Generator[_Call, Exchange, tuple[ReasoningResult, bool]]
+_Pipeline = Generator[_Call, Exchange, ReasoningResult]
+
+
+def is_fail_closed(result: ReasoningResult) -> bool:
+    """True when ``result`` is invalid because evidence was missing, not because a check failed.
+
+    That is: no available primary provider, a provider call that failed, an empty or placeholder
+    trace (``Reasoning trace missing`` / ``... unavailable or non-substantive``), no distinct
+    secondary, or a cross-validation answer that could not be used. Such a result may change when
+    the providers recover, so it is never cached (and the reasoning stage may retry it).
+    """
+    if result.is_valid:
+        return False
+    if result.primary_provider is None or any(exchange.failed for exchange in result.exchanges):
+        return True
+    return any(
+        issue in _EVIDENCE_MISSING_ISSUES or issue.startswith(f"{ISSUE_CROSS_VALIDATION_FAILED}:")
+        for issue in result.issues
+    )
 
 
 def _coerce_task(task: object) -> ReasoningTask:
@@ -137,8 +173,9 @@ class ReasoningVerifier:
 
     ``providers`` is an ordered list of names (``anthropic``, ``openai``, ``azure``, ``gemini``,
     built from the environment) or :class:`~engine.reasoning.provider.Provider` objects. The list
-    is fixed at construction. ``clock`` returns seconds and dates cache entries (use a wall clock
-    when several processes share Redis entries).
+    is fixed at construction. ``clock`` returns seconds and dates cache entries. The cache (LRU,
+    plus Redis with ``redis_url``) belongs to this instance alone: its namespace is random and
+    cannot be chosen, so two verifiers never share entries.
     """
 
     def __init__(
@@ -149,7 +186,6 @@ class ReasoningVerifier:
         cache_ttl_seconds: float = 3600,
         cache_size: int = 1024,
         redis_url: str | None = None,
-        cache_namespace: str | None = None,
         clock: Callable[[], float] = time.time,
         environ: Mapping[str, str] | None = None,
         redis_timeout: float = 0.5,
@@ -168,15 +204,11 @@ class ReasoningVerifier:
             primary_identity = self.primary_provider.identity
             self.secondary_provider = next((p for p in available[1:] if p.identity != primary_identity), None)
         self.enable_cache = bool(enable_cache)
-        namespace = (
-            validate_namespace(cache_namespace) if cache_namespace is not None else secrets.token_hex(16)
-        )
         self.cache: ResultCache | None = None
         if self.enable_cache:
             self.cache = ResultCache(
                 ttl_seconds=cache_ttl_seconds,
                 max_size=cache_size,
-                namespace=namespace,
                 clock=clock,
                 redis_url=redis_url,
                 redis_timeout=redis_timeout,
@@ -210,9 +242,8 @@ class ReasoningVerifier:
             while True:
                 call = pipeline.send(self._invoke(*call))
         except StopIteration as done:
-            outcome: tuple[ReasoningResult, bool] = done.value
-            result, cacheable = outcome
-        if self.cache is not None and cacheable:
+            result: ReasoningResult = done.value
+        if self.cache is not None and not is_fail_closed(result):
             self.cache.put(key, result)
         return result
 
@@ -232,9 +263,8 @@ class ReasoningVerifier:
             while True:
                 call = pipeline.send(await self._ainvoke(*call))
         except StopIteration as done:
-            finished: tuple[ReasoningResult, bool] = done.value
-            result, cacheable = finished
-        if cache is not None and cacheable:
+            result: ReasoningResult = done.value
+        if cache is not None and not is_fail_closed(result):
             if cache.uses_redis:
                 await asyncio.to_thread(cache.put, key, result)
             else:
@@ -332,19 +362,20 @@ class ReasoningVerifier:
         steps = parse_chain_of_thought(task.reasoning, task.expression)
         issues = check_chain_of_thought(steps, expected_operations(query))
         exchanges: list[Exchange] = []
-        failed = False
         trace: list[str] = []
         obtained = False
         primary = self.primary_provider
         if primary is not None:
             exchange = yield primary, trace_request(query, task.expression)
             exchanges.append(exchange)
-            failed = exchange.failed
             if exchange.response_text is not None and exchange.response_text.strip():
                 obtained = True
                 trace = parse_entries(exchange.response_text)
         issues += trace_issues(trace, obtained=obtained)
         issues += check_formula_semantics(facts, query, task.expression)
+        refusal = formula_refusal(task.expression)
+        if refusal is not None:
+            issues.append(f"{ISSUE_FORMULA_REFUSED}: {refusal}")
         alternative: str | None = None
         agreement: bool | None = None
         secondary = self.secondary_provider if cross else None
@@ -358,15 +389,17 @@ class ReasoningVerifier:
                     raise ProviderResponseError(exchange.error_code or "provider_error")
                 alternative = parse_formula_response(exchange.response_text or "")
             except ProviderResponseError as error:
-                failed = True
                 code = exchange.error_code if exchange.failed else error.code
-                issues.append(f"Cross-validation failed: {code}")
+                issues.append(f"{ISSUE_CROSS_VALIDATION_FAILED}: {code}")
             else:
                 agreement = formulas_equivalent(task.expression, alternative).equivalent
                 if not agreement:
                     issues.append(
                         f"LLM disagreement: Primary='{task.expression}' vs Secondary='{alternative}'"
                     )
+                alternative_refusal = formula_refusal(alternative)
+                if alternative_refusal is not None:
+                    issues.append(f"{ISSUE_SECONDARY_FORMULA_REFUSED}: {alternative_refusal}")
         substantive = sum(1 for entry in trace if is_substantive(entry))
         result = ReasoningResult(
             is_valid=not issues,
@@ -384,4 +417,4 @@ class ReasoningVerifier:
             exchanges=exchanges,
             query_sha256=hashlib.sha256(query.encode("utf-8")).hexdigest(),
         )
-        return result, not failed
+        return result

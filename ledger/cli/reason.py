@@ -13,8 +13,9 @@ envelope asked for it and appends ``reasoning.verified`` entries. It is a separa
 
 Providers come from the usual variables (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``,
 ``ANTHROPIC_MODEL``, ``OPENAI_*``, ``AZURE_OPENAI_*``, ``GEMINI_*``); one whose key is missing
-is recorded as unavailable and the result fails closed. ``LEDGER_REDIS_URL`` adds the shared
-result cache (namespace ``ledger-reasoning``).
+is recorded as unavailable and the result fails closed. ``LEDGER_REDIS_URL`` adds a Redis layer
+under the process's own result cache; its entries live in a namespace private to that process's
+verifier, so two processes never serve each other's results.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from ledger.reasoning_worker import ReasoningWorker, WorkerConfig
 from ledger.settings import LedgerSettings, get_settings
 from ledger.store import LedgerStore
 
-__all__ = ["CACHE_NAMESPACE", "DEFAULT_PROVIDERS", "register", "render_text", "run_reason", "run_worker"]
+__all__ = ["DEFAULT_PROVIDERS", "register", "render_text", "run_reason", "run_worker"]
 
 DEFAULT_PROVIDERS = "anthropic,openai"
-CACHE_NAMESPACE = "ledger-reasoning"
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 log = logging.getLogger(__name__)
@@ -110,13 +110,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _verifier(args: argparse.Namespace, settings: LedgerSettings) -> ReasoningVerifier:
     providers = build_providers_from_env(_provider_names(args.providers), timeout=args.timeout)
-    redis_url = settings.redis_url or None
-    return ReasoningVerifier(
-        providers,
-        enable_cache=not args.no_cache,
-        redis_url=redis_url,
-        cache_namespace=CACHE_NAMESPACE if redis_url else None,
-    )
+    return ReasoningVerifier(providers, enable_cache=not args.no_cache, redis_url=settings.redis_url or None)
 
 
 def render_text(result: ReasoningResult) -> str:

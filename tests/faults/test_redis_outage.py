@@ -14,7 +14,6 @@ import logging
 import random
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -89,22 +88,17 @@ def test_redis_killed_and_restarted_degrades_to_the_lru_and_recovers_after_the_c
 ) -> None:
     caplog.set_level(logging.WARNING, logger="engine.reasoning.cache")
     clock = Clock()
-    namespace = f"fault-{uuid.uuid4().hex[:12]}"
-
-    def verifier() -> ReasoningVerifier:
-        return ReasoningVerifier(
-            providers(), redis_url=server.url, cache_namespace=namespace, clock=clock, redis_timeout=0.5
-        )
-
-    main = verifier()
+    main = ReasoningVerifier(providers(), redis_url=server.url, clock=clock, redis_timeout=0.5)
     assert main.cache is not None
-    # Redis up: results go to Redis and a second instance reads them from there
+    namespace = main.cache.namespace
+    # Redis up: results go to Redis and, once the LRU is dropped, are read back from there
     warm = [main.verify_reasoning(QUERY, task(i)) for i in range(3)]
     assert all(result.is_valid and not result.cached for result in warm)
     assert len(stored_keys(server, namespace)) == 3
-    reader = verifier()
-    assert reader.verify_reasoning(QUERY, task(0)).cached and provider_calls(reader) == 0
-    assert reader.cache is not None and reader.cache.redis_hits == 1
+    main.clear_cache()
+    calls = provider_calls(main)
+    assert all(main.verify_reasoning(QUERY, task(i)).cached for i in range(3))
+    assert provider_calls(main) == calls and main.cache.redis_hits == 3
     assert main.redis_errors == 0
 
     server.kill()
@@ -132,10 +126,10 @@ def test_redis_killed_and_restarted_degrades_to_the_lru_and_recovers_after_the_c
     assert recovered.is_valid and not recovered.cached
     assert main.redis_errors == 1, "the restarted Redis still failed"
     assert stored_keys(server, namespace) == {main.cache.redis_key(main.cache_key(QUERY, task(6))).encode()}
-    later = verifier()
-    assert later.verify_reasoning(QUERY, task(6)).cached and provider_calls(later) == 0
-    for instance in (main, reader, later):
-        instance.close()
+    main.clear_cache()
+    calls = provider_calls(main)
+    assert main.verify_reasoning(QUERY, task(6)).cached and provider_calls(main) == calls
+    main.close()
 
 
 def test_redis_killed_during_concurrent_verifications_never_raises(
@@ -147,7 +141,6 @@ def test_redis_killed_during_concurrent_verifications_never_raises(
     verifier = ReasoningVerifier(  # an LRU smaller than the working set: Redis is read all along
         providers(),
         redis_url=server.url,
-        cache_namespace=f"fault-{seed}",
         clock=clock,
         redis_timeout=0.5,
         cache_size=4,

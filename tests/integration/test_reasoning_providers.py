@@ -27,6 +27,7 @@ from engine.reasoning import (
     build_providers_from_env,
 )
 from engine.reasoning.sdk_providers import DEFAULT_SEED
+from ledger.reasoning_stage import derive_request, result_payload
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
 from tests.stubs.providers import good_trace
 
@@ -367,3 +368,42 @@ async def test_async_twin_uses_the_async_sdk_clients(
     assert async_result.canonical_json() == sync_result.canonical_json()
     assert stubs["azure"].requests[-1].headers.get("x-stainless-async", "").startswith("async")
     assert (await verifier.averify_reasoning(QUERY, TASK)).cached is True
+
+
+URL_SECRET = "sk-in-the-url-0f1e2d3c4b5a"
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+def test_a_credential_in_the_base_url_is_never_recorded_or_logged(
+    vendor: str, stubs: dict[str, LLMStubServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai", "anthropic", "httpx", "httpx2", "httpcore", "httpcore2", "engine"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    server = stubs[vendor]
+    base = f"{server.base_url.rstrip('/')}/?key={URL_SECRET}#{URL_SECRET}"
+    key = SECRETS[vendor]
+    provider: Any
+    if vendor == "anthropic":
+        provider = AnthropicProvider(api_key=key, model="claude-stub", base_url=base)
+    elif vendor == "openai":
+        provider = OpenAIProvider(api_key=key, model="gpt-stub", base_url=base)
+    elif vendor == "gemini":
+        provider = GeminiProvider(api_key=key, model="gemini-stub", base_url=base)
+    else:
+        provider = AzureOpenAIProvider(
+            api_key=key, azure_endpoint=base, deployment=DEPLOYMENT, api_version=API_VERSION
+        )
+    assert provider.identity.endpoint == server.base_url.rstrip("/") + (
+        f"/openai/deployments/{DEPLOYMENT}" if vendor == "azure" else ""
+    )
+    verifier = ReasoningVerifier([provider], enable_cache=False)
+    result = verifier.verify_reasoning(QUERY, TASK, enable_cross_validation=False)
+    request = derive_request(QUERY, {"reasoning_expression": "10 + 5"}, None, cross_validation=False)
+    payload = json.dumps(result_payload(request, result, attempt=1, audit_entry_hash=None))
+    assert result.exchanges and server.requests, "the provider was really called"
+    assert URL_SECRET not in payload
+    assert any(record.name.startswith(("openai", "anthropic", "httpx")) for record in caplog.records)
+    logged = "\n".join(f"{r.getMessage()} {r.args!r} {r.msg!r}" for r in caplog.records)
+    assert URL_SECRET not in logged
+    verifier.close()

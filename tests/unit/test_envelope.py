@@ -1,4 +1,5 @@
-"""The v1 envelope: what it accepts, the idempotency key, and a specific reason for every refusal."""
+"""The v1 envelope: what it accepts, the idempotency key, and a specific reason for every refusal
+(version 2's reasoning options: ``test_envelope_v2.py``)."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def test_non_object_refused() -> None:
     assert refusal(b"[1, 2]").reason is Reason.NOT_AN_OBJECT
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None, True])
+@pytest.mark.parametrize("version", [3, 0, "1", "2", None, True, 2.5])
 def test_unknown_envelope_version_refused(version: Any) -> None:
     error = refusal(encode(envelope(schema_version=version)))
     assert error.reason is Reason.UNKNOWN_VERSION

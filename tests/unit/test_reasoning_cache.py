@@ -15,10 +15,11 @@ from engine.reasoning import (
     ReasoningTask,
     ReasoningVerifier,
     build_cache_key,
+    is_fail_closed,
 )
 from engine.reasoning import cache as cache_module
 from engine.reasoning.errors import ProviderServerError
-from tests.stubs.providers import ScriptedProvider
+from tests.stubs.providers import ScriptedProvider, good_trace
 
 QUERY = "Alice has 10 apples and Bob has 5. How many apples do they have together?"
 TASK = ReasoningTask(expression="10 + 5")
@@ -254,10 +255,32 @@ def test_failed_cross_validation_is_not_cached() -> None:
     assert verifier.verify_reasoning(QUERY, TASK).cached is False
 
 
+@pytest.mark.parametrize("placeholder", ["1. Rate limit exceeded", "1. N/A", "", "   \n", "no list at all"])
+def test_placeholder_answers_a_provider_returns_are_never_cached(placeholder: str) -> None:
+    primary, secondary = providers()
+    primary.trace = placeholder  # returned, not raised: the call itself succeeds
+    verifier = make([primary, secondary])
+    failed = verifier.verify_reasoning(QUERY, TASK)
+    assert not failed.is_valid and "Reasoning trace unavailable or non-substantive" in failed.issues
+    assert is_fail_closed(failed) and not any(exchange.failed for exchange in failed.exchanges)
+    primary.trace = good_trace()  # the provider recovers: its answer must be used, not the cache
+    recovered = verifier.verify_reasoning(QUERY, TASK)
+    assert recovered.cached is False and recovered.is_valid
+    assert verifier.verify_reasoning(QUERY, TASK).cached is True
+    assert verifier.cache is not None and len(verifier.cache) == 1
+
+
+def test_results_without_any_provider_are_not_cached() -> None:
+    verifier = make([])
+    assert verifier.verify_reasoning(QUERY, TASK).issues[0] == "Reasoning trace missing"
+    assert verifier.verify_reasoning(QUERY, TASK).cached is False
+
+
 def test_deterministic_negative_results_are_cached() -> None:
-    verifier = make([ScriptedProvider(trace="1. N/A")])
-    verifier.verify_reasoning(QUERY, TASK, enable_cross_validation=False)
-    assert verifier.verify_reasoning(QUERY, TASK, enable_cross_validation=False).cached is True
+    verifier = make([ScriptedProvider(trace=good_trace(), formula="10 * 5"), providers()[1]])
+    verifier.verify_reasoning(QUERY, ReasoningTask(expression="10 * 5"))
+    second = verifier.verify_reasoning(QUERY, ReasoningTask(expression="10 * 5"))
+    assert second.cached is True and not second.is_valid and not is_fail_closed(second)
 
 
 def test_cache_can_be_disabled_and_cleared() -> None:
@@ -279,10 +302,9 @@ def test_cache_can_be_disabled_and_cleared() -> None:
         {"cache_ttl_seconds": -1},
         {"cache_ttl_seconds": float("inf")},
         {"cache_size": 0},
-        {"cache_namespace": "has space"},
-        {"cache_namespace": ""},
+        {"cache_namespace": "shared"},
     ],
 )
 def test_invalid_cache_settings_are_refused(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises((ValueError, TypeError)):
         make(**kwargs)

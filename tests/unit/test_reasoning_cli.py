@@ -149,3 +149,19 @@ def test_refused_inputs_exit_2_without_calling_a_provider(
 
     assert code == 2 and out == "" and err.startswith("ledger reason: ")
     assert stubs["anthropic"].requests == [] and stubs["openai"].requests == []
+
+
+def test_cli_verifiers_own_private_cache_namespaces_even_with_redis() -> None:
+    import argparse
+
+    from ledger.cli.reason import _verifier
+    from ledger.settings import LedgerSettings
+
+    args = argparse.Namespace(providers="anthropic,openai", timeout=1.0, no_cache=False)
+    settings = LedgerSettings(redis_url="redis://127.0.0.1:1/0")  # never contacted here
+    first, second = _verifier(args, settings), _verifier(args, settings)
+    assert first.cache is not None and second.cache is not None
+    assert first.cache.uses_redis and second.cache.uses_redis
+    assert first.cache.namespace != second.cache.namespace
+    first.close()
+    second.close()

@@ -106,6 +106,23 @@ def test_status_separates_a_wrong_answer_from_missing_evidence() -> None:
     assert status_of(_verify(UnavailableProvider("anthropic", "no key"), cross=False)) == "fail_closed"
 
 
+@pytest.mark.parametrize("placeholder", ["1. Rate limit exceeded", "1. N/A", "no list"])
+def test_a_placeholder_answer_returned_by_the_primary_is_fail_closed_not_invalid(placeholder: str) -> None:
+    primary = ScriptedProvider("anthropic", "a", "https://a.example", trace=placeholder)
+    agreeing = ScriptedProvider("openai", "b", "https://b.example", formula="10 + 5")
+    result = _verify(primary, agreeing)
+    assert not any(exchange.failed for exchange in result.exchanges)
+    assert status_of(result) == "fail_closed"  # retryable: the provider may answer later
+
+
+def test_a_refused_formula_is_invalid_not_fail_closed() -> None:
+    primary = ScriptedProvider("anthropic", "a", "https://a.example")
+    echo = ScriptedProvider("openai", "b", "https://b.example", formula="(lambda: 10 + 5)()")
+    verifier = ReasoningVerifier([primary, echo], enable_cache=False)
+    result = verifier.verify_reasoning("What is 10 plus 5?", ReasoningTask(expression="(lambda: 10 + 5)()"))
+    assert status_of(result) == "invalid"
+
+
 def _payload(*providers: Provider) -> dict[str, Any]:
     request = derive_request("What is 10 plus 5?", {"reasoning_expression": "10 + 5"}, None)
     verifier = ReasoningVerifier(list(providers), enable_cache=False)

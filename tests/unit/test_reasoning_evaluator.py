@@ -20,6 +20,7 @@ from engine.reasoning.evaluator import (
     FormulaError,
     evaluate_formula,
     evaluate_tree,
+    formula_refusal,
     formulas_equivalent,
 )
 
@@ -206,10 +207,33 @@ def test_case_and_spacing_do_not_make_different_formulas_equal() -> None:
     assert not formulas_equivalent("1 0", "10").equivalent
 
 
-def test_identical_non_arithmetic_formulas_are_equivalent_without_evaluation() -> None:
-    outcome = formulas_equivalent("sqrt(16)", "sqrt( 16 )")
-    assert outcome.equivalent and "not evaluated" in outcome.reason
-    assert not formulas_equivalent("sqrt(16)", "4").equivalent
+REFUSED_FORMULAS = [
+    "sqrt(16)",
+    "x * 2",
+    "__import__('os').getpid() and 10 + 5",
+    "(lambda: 10 + 5)()",
+    "10 % 3",
+    "10 // 3",
+    "9**9**9",
+    "[10 + 5][0]",
+    "'15'",
+    "True + 14",
+    "10 + 5 if 1 else 0",
+    "1 / 0",
+    "",
+]
+
+
+@pytest.mark.parametrize("formula", REFUSED_FORMULAS)
+def test_a_refused_formula_is_never_equivalent_even_to_itself(formula: str) -> None:
+    with pytest.raises(FormulaError):
+        evaluate_formula(formula)
+    outcome = formulas_equivalent(formula, formula)
+    assert not outcome.equivalent and outcome.reason.startswith("first formula was refused: ")
+    assert not formulas_equivalent("15", formula).equivalent
+    assert formulas_equivalent("15", formula).reason.startswith("second formula was refused: ")
+    assert formula_refusal(formula) is not None
+    assert formula_refusal("10 + 5") is None
 
 
 def test_evaluate_tree_accepts_parsed_trees_and_refuses_non_finite_constants() -> None:

@@ -76,8 +76,24 @@ def test_rate_limit_message_trace_is_non_substantive() -> None:
     ]
 
 
-def test_markers_match_whole_words_not_substrings() -> None:
-    assert is_substantive("1. Compute the mean/average of 4 and 6")  # contains "n/a" only inside words
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "1. Compute the mean/average: 10 + 5",  # "mean/average" contains "n/a"
+        "1. unavailableX",
+        "- the API was UNAVAILABLE_temporarily",
+        "2. Trace: no reasoningful steps, 10 + 5 = 15",
+        "   3. see-n/a-note: 10 + 5",
+    ],
+)
+def test_markers_are_matched_as_substrings_anywhere_in_the_entry(entry: str) -> None:
+    assert not is_substantive(entry)
+    assert trace_issues([entry], obtained=True) == [ISSUE_TRACE_NON_SUBSTANTIVE]
+
+
+def test_entries_without_any_marker_substring_stay_substantive() -> None:
+    assert is_substantive("1. Compute the average of 4 and 6")
+    assert is_substantive("- Add 10 and 5 to get 15")
 
 
 def test_bare_markers_without_content_are_not_substantive() -> None:

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from types import SimpleNamespace
 
 import pytest
 
 from engine.canonical import dumps_canonical
 from engine.reasoning import (
+    ISSUE_FORMULA_REFUSED,
     ISSUE_NO_SECONDARY,
+    ISSUE_SECONDARY_FORMULA_REFUSED,
     ISSUE_TRACE_MISSING,
     ISSUE_TRACE_NON_SUBSTANTIVE,
     CompletionRequest,
+    Exchange,
     ProviderConfigError,
     ProviderRateLimitError,
     ReasoningResult,
@@ -192,6 +196,38 @@ def test_unsafe_or_undefined_secondary_formula_is_a_disagreement(formula: str) -
     assert not result.is_valid
 
 
+REFUSED_PRIMARY = [
+    "__import__('os').getpid() and 10 + 5",
+    "(lambda: 10 + 5)()",
+    "10 + 5 + 0 % 7",
+    "10 + 5 + 9**9**9 * 0",
+    "10 + 5 + x",
+]
+
+
+@pytest.mark.parametrize("formula", REFUSED_PRIMARY)
+def test_a_refused_primary_formula_is_invalid_even_when_the_secondary_repeats_it(formula: str) -> None:
+    result = verify([primary(), secondary(formula=formula)], task=ReasoningTask(expression=formula))
+    assert not result.is_valid
+    assert result.provider_agreement is False
+    refusals = [issue for issue in result.issues if issue.startswith(f"{ISSUE_FORMULA_REFUSED}: ")]
+    assert len(refusals) == 1 and refusals[0] != f"{ISSUE_FORMULA_REFUSED}: "
+    assert f"{ISSUE_SECONDARY_FORMULA_REFUSED}: " in " | ".join(result.issues)
+    assert result.confidence < 1.0
+
+
+@pytest.mark.parametrize("formula", REFUSED_PRIMARY)
+def test_a_refused_primary_formula_is_invalid_without_cross_validation(formula: str) -> None:
+    result = verify([primary()], cross=False, task=ReasoningTask(expression=formula))
+    assert not result.is_valid
+    assert any(issue.startswith(f"{ISSUE_FORMULA_REFUSED}: ") for issue in result.issues)
+
+
+def test_the_refusal_issue_says_why() -> None:
+    result = verify([primary()], cross=False, task=ReasoningTask(expression="(lambda: 10 + 5)()"))
+    assert f"{ISSUE_FORMULA_REFUSED}: Call is not allowed" in result.issues
+
+
 def test_secondary_failure_is_reported_without_raw_error_text() -> None:
     failing = secondary(failures=[ProviderRateLimitError("raw server text sk-abc")])
     result = verify([primary(), failing])
@@ -364,3 +400,34 @@ def test_endpoint_credentials_are_not_recorded_in_provider_identity() -> None:
     assert provider.identity.endpoint == "https://proxy.example:8443/v1"
     assert "pa55word" not in repr(provider)
     provider.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded"),
+    [
+        ("https://proxy.example/v1/?key=sk-q-123", "https://proxy.example/v1"),
+        ("https://u:sk-p-123@proxy.example:8443/v1#sk-f-123", "https://proxy.example:8443/v1"),
+        ("https://proxy.example/v1?api-key=sk-q-123&x=1", "https://proxy.example/v1"),
+        ("https://proxy.example", "https://proxy.example"),
+    ],
+)
+def test_every_recorded_endpoint_drops_userinfo_query_and_fragment(given: str, recorded: str) -> None:
+    result = verify([primary(), ScriptedProvider("openai", "gpt-x", given)])
+    assert result.secondary_provider is not None and result.secondary_provider.endpoint == recorded
+    assert [exchange.endpoint for exchange in result.exchanges][1] == recorded
+    assert "sk-" not in result.canonical_json()
+    assert (
+        Exchange.model_validate({**result.exchanges[1].model_dump(), "endpoint": given}).endpoint == recorded
+    )
+
+
+def test_logged_urls_are_redacted_by_the_sdk_log_filter(caplog: pytest.LogCaptureFixture) -> None:
+    from engine.reasoning.sdk_providers import install_url_redaction
+
+    install_url_redaction()
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("httpx2").info(
+        'HTTP Request: %s %s "%s"', "POST", "https://u:sk-a@h.example/v1/chat?key=sk-b#sk-c", "200 OK"
+    )
+    assert 'HTTP Request: POST https://h.example/v1/chat "200 OK"' in caplog.text
+    assert "sk-" not in caplog.text

@@ -62,7 +62,7 @@ def test_published_schema_is_the_generated_one() -> None:
         (
             b'{"schema_id": "cournot-ledger/por-envelope", "schema_version": 1, "pack": {}, "pack": {}}',
             Reason.DUPLICATE_KEY,
-            "$",
+            "$.pack",
         ),
     ],
 )

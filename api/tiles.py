@@ -170,7 +170,20 @@ def checkpoint(db: Db) -> PlainTextResponse:
     response_class=Response,
     responses={**TILE_RESPONSE, **problem_responses(401, 404, 500, 503)},
 )
-def tile(tile: Annotated[str, Path(description="<L>/<N>[.p/<W>] or entries/<N>[.p/<W>]")], db: Db) -> Response:
+def tile(
+    tile: Annotated[
+        str,
+        Path(
+            description="<L>/<N>[.p/<W>] or entries/<N>[.p/<W>]",
+            openapi_examples={
+                "hash tile": {"value": "0/000"},
+                "partial hash tile": {"value": "0/000.p/3"},
+                "entry bundle": {"value": "entries/000.p/2"},
+            },
+        ),
+    ],
+    db: Db,
+) -> Response:
     """A hash tile or an entry bundle (C2SP tlog-tiles)."""
     ref = parse_tile_path(tile)
     if ref is None:

@@ -1,7 +1,7 @@
 // Command tlogcheck verifies a ledger's transparency log from its tlog-tiles URLs alone, with
 // golang.org/x/mod/sumdb/tlog and golang.org/x/mod/sumdb/note (a standard client, not our code).
 //
-//	tlogcheck -url http://127.0.0.1:8080 -vkey NAME+ID+KEY -index 5 -old 3 [-token T]
+//	tlogcheck -url http://127.0.0.1:8080 -vkey NAME+ID+KEY -index 5 -old 3 [-oldroot B64] [-token T]
 //
 // It fetches /checkpoint, verifies its signature, proves leaf -index (from /tile/entries) included
 // in that tree and the tree -old consistent with it, reading only /tile/... hashes.
@@ -30,6 +30,7 @@ var (
 	index   = flag.Int64("index", 0, "leaf index to prove")
 	oldSize = flag.Int64("old", 0, "older tree size to prove consistency from")
 	token   = flag.String("token", "", "bearer token")
+	oldRoot = flag.String("oldroot", "", "base64 root of the older tree (from its signed checkpoint)")
 )
 
 func get(path string) ([]byte, error) {
@@ -148,6 +149,9 @@ func main() {
 	oldHash, err := tlog.TreeHash(*oldSize, hashes)
 	if err != nil {
 		fail("TreeHash(%d): %v", *oldSize, err)
+	}
+	if *oldRoot != "" && base64.StdEncoding.EncodeToString(oldHash[:]) != *oldRoot {
+		fail("tree %d hashes to %s from the tiles, its checkpoint says %s", *oldSize, oldHash, *oldRoot)
 	}
 	cproof, err := tlog.ProveTree(size, *oldSize, hashes)
 	if err != nil {

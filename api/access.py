@@ -63,7 +63,9 @@ def is_loopback(host: str) -> bool:
 def check_bind(host: str, token: str | None) -> None:
     """Raise :class:`AccessError` if serving on ``host`` with ``token`` would be unsafe."""
     if token is not None and len(token) < MIN_TOKEN_LENGTH:
-        raise AccessError(f"{TOKEN_ENV} is shorter than {MIN_TOKEN_LENGTH} characters; use a long random token")
+        raise AccessError(
+            f"{TOKEN_ENV} is shorter than {MIN_TOKEN_LENGTH} characters; use a long random token"
+        )
     if token is None and not is_loopback(host):
         raise AccessError(
             f"refusing to serve on {host!r} without a bearer token: it is not a loopback address. "

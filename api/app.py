@@ -64,7 +64,9 @@ def _hoist_defs(document: dict[str, Any]) -> None:
     document["components"]["schemas"] = {name: walk(schema) for name, schema in schemas.items()}
 
 
-def create_app(engine: Engine, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    engine: Engine, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> FastAPI:
     """The API on a read-only ``engine`` (see :func:`api.db.reader_engine`)."""
     app = FastAPI(
         title="Cournot verification ledger",
@@ -96,13 +98,20 @@ def create_app(engine: Engine, *, token: str | None = None, max_body_bytes: int 
         metrics.render,
         methods=["GET"],
         tags=["operations"],
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Prometheus text"},
-                   **problem_responses(401)},
+        responses={
+            200: {
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+                "description": "Prometheus text",
+            },
+            **problem_responses(401),
+        },
     )
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            document = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
             _problem_media_types(document)
             _hoist_defs(document)
             if token is not None:

@@ -37,7 +37,9 @@ def _dry_run(raw: bytes, max_bytes: int) -> AuditResult:
         result = run_pipeline(envelope.prompt_spec, envelope.evidence_bundle)
     except Exception as exc:  # the consumer dead-letters these as audit_failed; the engine is deterministic
         log.warning("dry-run audit failed: %s", type(exc).__name__, exc_info=exc)
-        raise ApiProblem(422, Reason.AUDIT_FAILED.value, f"the engine refused the bundle: {type(exc).__name__}") from None
+        raise ApiProblem(
+            422, Reason.AUDIT_FAILED.value, f"the engine refused the bundle: {type(exc).__name__}"
+        ) from None
     document: dict[str, Any] = json.loads(result.canonical_json())
     return AuditResult(
         idempotency_key=decoded.idempotency_key,

@@ -19,7 +19,10 @@ class ApiMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "ledger_api_requests_total", "HTTP requests answered", ["route", "method", "status"], registry=self.registry
+            "ledger_api_requests_total",
+            "HTTP requests answered",
+            ["route", "method", "status"],
+            registry=self.registry,
         )
         self.latency = Histogram(
             "ledger_api_request_seconds",

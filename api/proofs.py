@@ -42,7 +42,9 @@ def _checkpoint(db: Connection, size: int | None) -> StoredCheckpoint:
         raise ApiProblem(
             404,
             "no_checkpoint",
-            "the log has no signed checkpoint yet" if size is None else f"no signed checkpoint of size {size}",
+            "the log has no signed checkpoint yet"
+            if size is None
+            else f"no signed checkpoint of size {size}",
         )
     return checkpoint
 
@@ -56,7 +58,8 @@ def entry_proof(
     global_seq: Annotated[int, Path(ge=1, le=MAX_SEQ)],
     db: Db,
     size: Annotated[
-        int | None, Query(ge=1, le=MAX_SEQ, description="tree size of a signed checkpoint (default: the latest)")
+        int | None,
+        Query(ge=1, le=MAX_SEQ, description="tree size of a signed checkpoint (default: the latest)"),
     ] = None,
 ) -> dict[str, Any]:
     """Inclusion proof of entry ``global_seq`` (leaf ``global_seq - 1``) against a signed checkpoint."""
@@ -67,7 +70,9 @@ def entry_proof(
             "not_covered",
             f"entry {global_seq} is not covered by the checkpoint of size {checkpoint.tree_size}",
         )
-    rows = run_dicts(db, f"SELECT {ENTRY_COLUMNS} FROM {ENTRIES} WHERE global_seq = %(seq)s", {"seq": global_seq})
+    rows = run_dicts(
+        db, f"SELECT {ENTRY_COLUMNS} FROM {ENTRIES} WHERE global_seq = %(seq)s", {"seq": global_seq}
+    )
     if not rows:
         raise _damaged(f"entry {global_seq} is covered by a checkpoint but missing")
     content_hash, mismatch = check_stored_entry(rows[0])

@@ -49,7 +49,9 @@ def list_submissions(
     db: Db,
     market_id: Annotated[str | None, Query(max_length=512, pattern=r"^[^\x00]*$")] = None,
     status: Literal["audited", "rejected"] | None = None,
-    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="return submissions whose first_seq > after")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_SEQ, description="return submissions whose first_seq > after")
+    ] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> SubmissionPage:
     """Submissions in global order, ``limit`` at a time, starting after global sequence ``after``."""
@@ -96,7 +98,9 @@ def _payload_of(entries: list[dict[str, Any]], kind: str) -> dict[str, Any] | No
     return None
 
 
-@router.get("/{submission_id}", response_model=SubmissionDetail, responses=problem_responses(401, 404, 422, 503))
+@router.get(
+    "/{submission_id}", response_model=SubmissionDetail, responses=problem_responses(401, 404, 422, 503)
+)
 def get_submission(submission_id: SubmissionId, db: Db) -> SubmissionDetail:
     """A submission's entries (with canonical payloads), steps, verdict and roots."""
     header = _header(db, submission_id)
@@ -113,11 +117,13 @@ def get_submission(submission_id: SubmissionId, db: Db) -> SubmissionDetail:
     roots = (audit or {}).get("roots") or (verdict or {}).get("roots")
     return SubmissionDetail(
         submission=header,
-        entries=entries,  # type: ignore[arg-type]
-        steps=_steps(db, submission_id),  # type: ignore[arg-type]
+        entries=entries,
+        steps=_steps(db, submission_id),
         verdict=verdict.get("verdict") if verdict else None,
         roots=roots if isinstance(roots, dict) else None,
-        audit_ok=result.get("ok") if isinstance(result, dict) and isinstance(result.get("ok"), bool) else None,
+        audit_ok=result.get("ok")
+        if isinstance(result, dict) and isinstance(result.get("ok"), bool)
+        else None,
         rejection=_payload_of(entries, "submission.rejected"),
     )
 
@@ -131,7 +137,9 @@ def _committed_reasoning_root(db: Connection, submission_id: str) -> tuple[str, 
         {"id": submission_id},
     )
     if not rows or rows[0]["root"] is None or rows[0]["count"] is None:
-        raise ApiProblem(404, "no_reasoning_tree", f"submission {submission_id} has no committed reasoning root")
+        raise ApiProblem(
+            404, "no_reasoning_tree", f"submission {submission_id} has no committed reasoning root"
+        )
     return str(rows[0]["root"]), int(rows[0]["count"])
 
 
@@ -149,17 +157,25 @@ def step_proof(
     steps = _steps(db, submission_id)
     if [step["step_index"] for step in steps] != list(range(len(steps))) or len(steps) != count:
         raise ApiProblem(
-            409, "steps_do_not_match_root", f"the stored steps are not the {count} the reasoning root commits to"
+            409,
+            "steps_do_not_match_root",
+            f"the stored steps are not the {count} the reasoning root commits to",
         )
     if index >= len(steps):
-        raise ApiProblem(404, "not_found", f"submission {submission_id} has {len(steps)} step(s); no step {index}")
+        raise ApiProblem(
+            404, "not_found", f"submission {submission_id} has {len(steps)} step(s); no step {index}"
+        )
     leaves = [from_hex(step["step_hash"]) for step in steps]
     if "0x" + cournot_root(leaves).hex() != root:
         # fail closed: a proof against a root the steps do not give would not verify anyway
-        raise ApiProblem(409, "steps_do_not_match_root", f"the stored steps do not hash to reasoning_root {root}")
+        raise ApiProblem(
+            409, "steps_do_not_match_root", f"the stored steps do not hash to reasoning_root {root}"
+        )
     packet = MerkleProofPacket.build("reasoning", leaves, index)
     if not packet.verify(root=root, leaf_count=count):
-        raise ApiProblem(409, "steps_do_not_match_root", "the proof built from the stored steps does not verify")
+        raise ApiProblem(
+            409, "steps_do_not_match_root", "the proof built from the stored steps does not verify"
+        )
     step = steps[index]
     return StepProof(
         submission_id=submission_id,
@@ -168,5 +184,5 @@ def step_proof(
         canonical_step=step["canonical_step"],
         reasoning_root=root,
         reasoning_leaf_count=count,
-        proof=packet.model_dump(),  # type: ignore[arg-type]
+        proof=packet.model_dump(),
     )

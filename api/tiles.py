@@ -88,7 +88,11 @@ def parse_tile_path(rest: str) -> TileRef | None:
             return None
         width = int(elements[-1])
         elements = [*elements[:-2], elements[-2][:-2]]
-    if not elements or not _LAST.fullmatch(elements[-1]) or not all(_INNER.fullmatch(e) for e in elements[:-1]):
+    if (
+        not elements
+        or not _LAST.fullmatch(elements[-1])
+        or not all(_INNER.fullmatch(e) for e in elements[:-1])
+    ):
         return None
     if len(elements) > 1 and elements[0] == "x000":
         return None  # not the shortest spelling
@@ -120,7 +124,9 @@ def _stored_hashes(db: Connection, level: int, first: int, count: int) -> list[b
     )
     if [int(row[0]) for row in rows] != list(range(first, first + count)):
         raise ApiProblem(
-            500, "log_damaged", f"the stored tree lacks nodes at level {level} from {first}; run `ledger verify-log`"
+            500,
+            "log_damaged",
+            f"the stored tree lacks nodes at level {level} from {first}; run `ledger verify-log`",
         )
     return [bytes(row[1]) for row in rows]
 
@@ -159,10 +165,16 @@ TILE_RESPONSE: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/checkpoint", response_class=PlainTextResponse, responses={**NOTE_RESPONSE, **problem_responses(401, 404, 503)})
+@router.get(
+    "/checkpoint",
+    response_class=PlainTextResponse,
+    responses={**NOTE_RESPONSE, **problem_responses(401, 404, 503)},
+)
 def checkpoint(db: Db) -> PlainTextResponse:
     """The latest signed checkpoint (C2SP tlog-checkpoint, signed note)."""
-    return PlainTextResponse(latest_note(db), media_type=NOTE_MEDIA_TYPE, headers={"Cache-Control": "no-cache"})
+    return PlainTextResponse(
+        latest_note(db), media_type=NOTE_MEDIA_TYPE, headers={"Cache-Control": "no-cache"}
+    )
 
 
 @router.get(

@@ -90,7 +90,9 @@ def populate(url: str, key: Ed25519PrivateKey) -> tuple[list[StoredCheckpoint], 
     return [first, second], names
 
 
-def start_server(url: str, port: int, log_path: Path, *, token: str | None = TOKEN, host: str = "127.0.0.1") -> subprocess.Popen[bytes]:
+def start_server(
+    url: str, port: int, log_path: Path, *, token: str | None = TOKEN, host: str = "127.0.0.1"
+) -> subprocess.Popen[bytes]:
     """``ledger serve`` in a subprocess, the real console entry point, logging to ``log_path``."""
     env = {**os.environ, "LEDGER_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
     env.pop("LEDGER_API_TOKEN", None)
@@ -101,7 +103,9 @@ def start_server(url: str, port: int, log_path: Path, *, token: str | None = TOK
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def wait_healthy(base_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float = 60) -> None:
+def wait_healthy(
+    base_url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -139,7 +143,14 @@ def served(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
         try:
             wait_healthy(base_url, process, log_path)
             yield ServedLedger(
-                base_url, TOKEN, url, public, verifier_key(ORIGIN, key.public_key()), checkpoints, names, log_path
+                base_url,
+                TOKEN,
+                url,
+                public,
+                verifier_key(ORIGIN, key.public_key()),
+                checkpoints,
+                names,
+                log_path,
             )
         finally:
             stop_server(process)

@@ -15,12 +15,19 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from api.access import check_bind, AccessError, is_loopback
+from api.access import AccessError, check_bind, is_loopback
 from api.app import create_app
 from api.db import ReaderSetupError, reader_engine
 from consumers.cli import main
 from ledger.connect import libpq_url
-from tests.api.conftest import ServedLedger, envelope_bytes, free_port, start_server, stop_server, wait_healthy
+from tests.api.conftest import (
+    ServedLedger,
+    envelope_bytes,
+    free_port,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +84,11 @@ def test_strict_decoder_refusals_name_the_reason_and_path(served: ServedLedger) 
         response = client.post("/v1/audit", content=raw, headers={"content-type": "application/json"})
         body = response.json()
         assert response.status_code == 422 and body["code"] == "unknown_envelope_version"
-        assert body["path"] == "$.schema_version" and body["status"] == 422 and body["type"].endswith(body["code"])
+        assert (
+            body["path"] == "$.schema_version"
+            and body["status"] == 422
+            and body["type"].endswith(body["code"])
+        )
         nan = client.post("/v1/audit", content=b'{"a": NaN}', headers={"content-type": "application/json"})
         assert nan.json()["code"] == "non_finite_number"
 
@@ -107,7 +118,9 @@ def test_the_server_reads_as_ledger_reader_and_cannot_write(served: ServedLedger
         with engine.connect() as connection:
             assert connection.exec_driver_sql("SELECT current_user").scalar() == "ledger_reader"
             with pytest.raises(sqlalchemy.exc.DBAPIError) as refused:
-                connection.exec_driver_sql("INSERT INTO ledger_store.merkle_nodes VALUES (0, 999999, %(h)s)", {"h": b"\0" * 32})
+                connection.exec_driver_sql(
+                    "INSERT INTO ledger_store.merkle_nodes VALUES (0, 999999, %(h)s)", {"h": b"\0" * 32}
+                )
             assert "read-only" in str(refused.value) or "permission denied" in str(refused.value)
     finally:
         engine.dispose()
@@ -119,7 +132,11 @@ def test_a_login_outside_ledger_reader_is_refused_at_startup(served: ServedLedge
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     try:
-        url = make_url(served.database_url).set(username=role, password=None).render_as_string(hide_password=False)
+        url = (
+            make_url(served.database_url)
+            .set(username=role, password=None)
+            .render_as_string(hide_password=False)
+        )
         with pytest.raises(ReaderSetupError, match="GRANT ledger_reader TO"):
             reader_engine(url)
     finally:
@@ -131,23 +148,32 @@ def test_a_damaged_tree_is_a_500_problem_never_a_bad_tile(served: ServedLedger, 
     """A copy of the ledger whose stored leaf 3 was overwritten behind the triggers' back."""
     admin = libpq_url(served.database_url)
     source = make_url(served.database_url).database
+    assert source is not None
     copy = f"{source}_damaged"
-    with psycopg.connect(make_url(admin).set(database="postgres").render_as_string(hide_password=False), autocommit=True) as conn:
+    with psycopg.connect(
+        make_url(admin).set(database="postgres").render_as_string(hide_password=False), autocommit=True
+    ) as conn:
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
             (source,),
         )
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(copy), sql.Identifier(source)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(copy), sql.Identifier(source))
+        )
     damaged_url = make_url(served.database_url).set(database=copy).render_as_string(hide_password=False)
     port = free_port()
     process = None
     try:
         with psycopg.connect(libpq_url(damaged_url), autocommit=True) as conn:
             conn.execute("SET session_replication_role = replica")  # bypass the append-only triggers
-            conn.execute("UPDATE ledger_store.merkle_nodes SET hash = %s WHERE level = 0 AND idx = 3", (b"\1" * 32,))
+            conn.execute(
+                "UPDATE ledger_store.merkle_nodes SET hash = %s WHERE level = 0 AND idx = 3", (b"\1" * 32,)
+            )
         process = start_server(damaged_url, port, tmp_path / "serve.log")
         wait_healthy(f"http://127.0.0.1:{port}", process, tmp_path / "serve.log")
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {served.token}"}) as client:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {served.token}"}
+        ) as client:
             bundle = client.get("/tile/entries/000")
             proof = client.get("/v1/entries/3/proof")  # leaf 3 is on leaf 2's audit path
         assert bundle.status_code == 500 and bundle.json()["code"] == "log_damaged"
@@ -155,5 +181,7 @@ def test_a_damaged_tree_is_a_500_problem_never_a_bad_tile(served: ServedLedger, 
     finally:
         if process is not None:
             stop_server(process)
-        with psycopg.connect(make_url(admin).set(database="postgres").render_as_string(hide_password=False), autocommit=True) as conn:
+        with psycopg.connect(
+            make_url(admin).set(database="postgres").render_as_string(hide_password=False), autocommit=True
+        ) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(copy)))

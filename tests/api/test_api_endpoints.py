@@ -38,7 +38,9 @@ def test_submissions_are_listed_in_global_order_with_keyset_pages(served: Served
         rejected = client.get("/v1/submissions", params={"status": "rejected"}).json()["items"]
         assert [item["submission_id"] for item in rejected] == [served.submissions["rejected"]]
         market = client.get("/v1/submissions", params={"market_id": "bulk-market-1"}).json()["items"]
-        assert [item["submission_id"] for item in market] == [served.submissions[f"bulk-{i}"] for i in (1, 3, 5, 7, 9)]
+        assert [item["submission_id"] for item in market] == [
+            served.submissions[f"bulk-{i}"] for i in (1, 3, 5, 7, 9)
+        ]
         bad = client.get("/v1/submissions", params={"status": "pending"})
         assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
 
@@ -100,13 +102,21 @@ def test_every_step_proof_verifies_against_the_committed_reasoning_root(served: 
 def test_entry_inclusion_proofs_verify_against_the_signed_checkpoints(served: ServedLedger) -> None:
     first, latest = served.checkpoints
     with served.client() as client:
-        for seq, size in [(1, None), (first.tree_size, first.tree_size), (latest.tree_size, None), (300, None)]:
+        for seq, size in [
+            (1, None),
+            (first.tree_size, first.tree_size),
+            (latest.tree_size, None),
+            (300, None),
+        ]:
             params = {} if size is None else {"size": size}
             bundle = client.get(f"/v1/entries/{seq}/proof", params=params).json()
             checkpoint = open_checkpoint(bundle["checkpoint"].encode(), ORIGIN, served.public_key)
             assert checkpoint.size == bundle["tree_size"] == (size or latest.tree_size)
             entry = bundle["entry"]
-            assert "0x" + hashlib.sha256(entry["payload_canonical"].encode()).hexdigest() == entry["payload_hash"]
+            assert (
+                "0x" + hashlib.sha256(entry["payload_canonical"].encode()).hexdigest()
+                == entry["payload_hash"]
+            )
             leaf = leaf_hash(_unhex(entry["entry_hash"]))
             path = [_unhex(node) for node in bundle["inclusion_path"]]
             assert verify_inclusion(leaf, seq - 1, checkpoint.size, path, checkpoint.root)
@@ -122,10 +132,12 @@ def test_consistency_proofs_verify_between_the_checkpoints(served: ServedLedger)
             bundle = client.get("/v1/consistency", params={"from": old, "to": new}).json()
             proof = [_unhex(node) for node in bundle["consistency_path"]]
             assert verify_consistency(old, new, _unhex(bundle["old_root"]), _unhex(bundle["new_root"]), proof)
-        bundle = client.get("/v1/consistency", params={"from": first.tree_size, "to": latest.tree_size}).json()
-        old = open_checkpoint(bundle["old_checkpoint"].encode(), ORIGIN, served.public_key)
-        new = open_checkpoint(bundle["new_checkpoint"].encode(), ORIGIN, served.public_key)
-        assert (old.root, new.root) == (_unhex(bundle["old_root"]), _unhex(bundle["new_root"]))
+        bundle = client.get(
+            "/v1/consistency", params={"from": first.tree_size, "to": latest.tree_size}
+        ).json()
+        old_note = open_checkpoint(bundle["old_checkpoint"].encode(), ORIGIN, served.public_key)
+        new_note = open_checkpoint(bundle["new_checkpoint"].encode(), ORIGIN, served.public_key)
+        assert (old_note.root, new_note.root) == (_unhex(bundle["old_root"]), _unhex(bundle["new_root"]))
         assert client.get("/v1/consistency", params={"from": 5, "to": 2}).status_code == 400
         assert client.get("/v1/consistency", params={"from": 1, "to": 10**9}).status_code == 404
 
@@ -159,7 +171,11 @@ def test_audit_is_a_dry_run_with_the_consumers_decoder(served: ServedLedger) -> 
 def test_healthz_and_metrics(served: ServedLedger) -> None:
     with served.client(token=None) as open_client:
         health = open_client.get("/healthz").json()  # open without the token, for probes
-    assert health == {"status": "ok", "tree_size": served.checkpoints[-1].tree_size, "checkpoint_size": served.checkpoints[-1].tree_size}
+    assert health == {
+        "status": "ok",
+        "tree_size": served.checkpoints[-1].tree_size,
+        "checkpoint_size": served.checkpoints[-1].tree_size,
+    }
     with served.client() as client:
         client.get("/v1/submissions")
         text = client.get("/metrics").text

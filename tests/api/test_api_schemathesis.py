@@ -50,7 +50,9 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_response(
     print(output[-4000:])
     assert run.returncode == 0, output[-6000:]
     counts = re.search(r"(\d+) generated, (\d+) passed", output)
-    assert counts is not None and counts.group(1) == counts.group(2) and int(counts.group(1)) > 500, output[-3000:]
+    assert counts is not None and counts.group(1) == counts.group(2) and int(counts.group(1)) > 500, output[
+        -3000:
+    ]
     assert not re.search(r"\d+ failed", output), output[-3000:]
     served_log = served.log_path.read_text() if served.log_path else ""
     assert "Traceback" not in served_log, served_log[-3000:]

@@ -69,7 +69,9 @@ def test_a_spec_only_client_verifies_inclusion_and_consistency_from_tiles(served
         assert old_log.mth(0, old.size) == old.root
         proof = log.consistency(old.size, 0, checkpoint.size)
         assert verify_consistency(old.size, checkpoint.size, old.root, checkpoint.root, proof)
-        assert any(".p/" in path for path in log.fetched) and any(p.startswith("tile/1/") for p in log.fetched)
+        assert any(".p/" in path for path in log.fetched) and any(
+            p.startswith("tile/1/") for p in log.fetched
+        )
 
 
 @pytest.mark.parametrize(
@@ -87,7 +89,9 @@ def test_a_spec_only_client_verifies_inclusion_and_consistency_from_tiles(served
         "/tile/2/000.p/1",  # level 2 needs 65,536 leaves
     ],
 )
-def test_non_tile_paths_and_tiles_beyond_the_checkpoint_are_404_problems(served: ServedLedger, path: str) -> None:
+def test_non_tile_paths_and_tiles_beyond_the_checkpoint_are_404_problems(
+    served: ServedLedger, path: str
+) -> None:
     with served.client() as client:
         response = client.get(path)
     assert response.status_code == 404
@@ -136,12 +140,18 @@ def test_go_sumdb_tlog_client_verifies_from_the_tiles(served: ServedLedger, tmp_
         run = subprocess.run(
             [
                 str(tmp_path / "tlogcheck"),
-                "-url", served.base_url,
-                "-vkey", served.verifier_key,
-                "-token", served.token,
-                "-index", str(index),
-                "-old", str(old.size),
-                "-oldroot", base64.b64encode(old.root).decode(),
+                "-url",
+                served.base_url,
+                "-vkey",
+                served.verifier_key,
+                "-token",
+                served.token,
+                "-index",
+                str(index),
+                "-old",
+                str(old.size),
+                "-oldroot",
+                base64.b64encode(old.root).decode(),
             ],
             capture_output=True,
             text=True,

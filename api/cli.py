@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from api.access import TOKEN_ENV, AccessError, check_bind
+from api.binding import TOKEN_ENV, AccessError, check_bind
 
 __all__ = ["register", "run_serve"]
 

@@ -3,6 +3,9 @@ and a server that reads as ledger_reader and cannot write."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +18,13 @@ from fastapi.testclient import TestClient
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from api.access import AccessError, check_bind, is_loopback
 from api.app import create_app
+from api.binding import AccessError, check_bind, is_loopback
 from api.db import ReaderSetupError, reader_engine
 from consumers.cli import main
 from ledger.connect import libpq_url
 from tests.api.conftest import (
+    ROOT,
     ServedLedger,
     envelope_bytes,
     free_port,
@@ -42,6 +46,17 @@ def test_a_public_address_without_a_token_is_refused(
     monkeypatch.setenv("LEDGER_API_TOKEN", "short")
     assert main(["serve", "--host", "127.0.0.1", "--port", "0"]) == 1
     assert "shorter than 16" in capsys.readouterr().err
+
+
+def test_without_the_api_extra_the_cli_still_works_and_serve_names_the_extra() -> None:
+    blocked = "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None; from consumers.cli import main"
+    code = blocked + "; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LEDGER_API_TOKEN", None)
+    helped = subprocess.run([sys.executable, "-c", code, "--help"], env=env, capture_output=True, text=True)
+    assert helped.returncode == 0 and "serve" in helped.stdout
+    refused = subprocess.run([sys.executable, "-c", code, "serve"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 1 and "pip install 'verification-ledger[api]'" in refused.stderr
 
 
 def test_loopback_detection() -> None:

@@ -55,17 +55,21 @@ def list_submissions(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> SubmissionPage:
     """Submissions in global order, ``limit`` at a time, starting after global sequence ``after``."""
-    filters = ""
-    if market_id is not None:
-        filters += " AND s.market_id = %(market_id)s"
-    if status is not None:
-        filters += " AND s.status = %(status)s"
-    rows = run_dicts(
-        db,
-        f"SELECT {_SUBMISSION_COLUMNS} {_FIRST_ENTRY} AND e.global_seq > %(after)s{filters} "
-        "ORDER BY e.global_seq LIMIT %(limit)s",
-        {"after": after, "limit": limit, "market_id": market_id, "status": status},
-    )
+    params = {"after": after, "limit": limit, "market_id": market_id, "status": status}
+    status_filter = " AND s.status = %(status)s" if status is not None else ""
+    if market_id is None:  # walk the entries' primary key from `after`: first entries are dense
+        query = (
+            f"SELECT {_SUBMISSION_COLUMNS} {_FIRST_ENTRY} AND e.global_seq > %(after)s{status_filter} "
+            "ORDER BY e.global_seq LIMIT %(limit)s"
+        )
+    else:  # a market's submissions by the market_id index, then each one's first entry
+        query = (
+            f"SELECT {_SUBMISSION_COLUMNS} FROM ledger_store.submissions s "
+            "JOIN ledger_store.entries e ON e.submission_id = s.submission_id AND e.stream_seq = 1 "
+            f"WHERE s.market_id = %(market_id)s AND e.global_seq > %(after)s{status_filter} "
+            "ORDER BY e.global_seq LIMIT %(limit)s"
+        )
+    rows = run_dicts(db, query, params)
     items = [_submission(row) for row in rows]
     return SubmissionPage(items=items, next_after=items[-1].first_seq if len(items) == limit else None)
 

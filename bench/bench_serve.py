@@ -38,13 +38,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_proofs import copy_entries, copy_tree  # noqa: E402
-from common import fmt, machine_facts, percentile, postgres_server, scratch_database, server_facts  # noqa: E402
+from bench_proofs import copy_entries, copy_tree
+from common import fmt, machine_facts, percentile, postgres_server, scratch_database, server_facts
 
-from engine.merkle.rfc6962 import verify_consistency, verify_inclusion  # noqa: E402
-from ledger.connect import create_ledger_engine  # noqa: E402
-from ledger.translog.checkpoints import create_checkpoint  # noqa: E402
-from ledger.translog.leaves import entry_leaf_hash  # noqa: E402
+from api.tiles import TileRef, tile_path
+from engine.merkle.rfc6962 import verify_consistency, verify_inclusion
+from ledger.connect import create_ledger_engine
+from ledger.translog.checkpoints import create_checkpoint
+from ledger.translog.leaves import entry_leaf_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,6 +79,7 @@ def run_load(
 ) -> tuple[float, list[float], list[httpx.Response]]:
     """``requests`` GETs spread over ``clients`` threads; returns (elapsed s, latencies ms, a sample)."""
     latencies: list[float] = []
+    errors: list[str] = []
     sample: list[httpx.Response] = []
     lock = threading.Lock()
     per_client = requests // clients
@@ -92,7 +94,9 @@ def run_load(
                 response = client.get(path)
                 local.append((time.perf_counter() - start) * 1000)
                 if response.status_code != 200:
-                    raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
+                    with lock:
+                        errors.append(f"{path}: {response.status_code} {response.text[:300]}")
+                    return
                 if i < 20:
                     with lock:
                         sample.append(response)
@@ -105,6 +109,8 @@ def run_load(
         thread.start()
     for thread in threads:
         thread.join()
+    if errors:
+        raise SystemExit(f"{len(errors)} request(s) failed, first: {errors[0]}")
     return time.perf_counter() - start, latencies, sample
 
 
@@ -116,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4)
     args = parser.parse_args(argv)
     facts = machine_facts()
-    print(f"machine: {facts['cpu']}, {facts['usable_cpus']} usable CPUs, {facts['python']}, load {facts['load_average']}")
+    print(
+        f"machine: {facts['cpu']}, {facts['usable_cpus']} usable CPUs, {facts['python']}, load {facts['load_average']}"
+    )
     with postgres_server(args.url) as server_url, scratch_database(server_url) as url:
         print(server_facts(url))
         start = time.perf_counter()
@@ -136,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                 kinds: dict[str, Callable[[random.Random], str]] = {
                     "inclusion proof": lambda rng: f"/v1/entries/{rng.randrange(1, n + 1)}/proof",
                     "consistency proof": lambda rng: f"/v1/consistency?from={rng.randrange(1, n)}&to={n}",
-                    "level-0 tile (8 KiB)": lambda rng: f"/tile/0/{rng.randrange(n // 256):03d}",
+                    "level-0 tile (8 KiB)": lambda rng: (
+                        "/" + tile_path(TileRef(0, rng.randrange(n // 256), 256))
+                    ),
                 }
                 run_load(base, token, 1, 100, kinds["inclusion proof"])  # warm-up: pool, caches
                 for name, make_path in kinds.items():

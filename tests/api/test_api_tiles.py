@@ -158,5 +158,6 @@ def test_go_sumdb_tlog_client_verifies_from_the_tiles(served: ServedLedger, tmp_
             timeout=60,
         )
         assert run.returncode == 0, run.stderr + run.stdout
+        print(run.stdout, end="")  # shown with -s: the closing note quotes it
         assert f"inclusion ok: leaf {index} in tree {latest.tree_size}" in run.stdout
         assert f"consistency ok: tree {old.size}" in run.stdout

@@ -44,6 +44,7 @@ def test_every_readme_curl_command_works(served: ServedLedger) -> None:
         )
         assert run.returncode == 0 and run.stdout.strip(), f"{command}\n{run.stderr}"
         outputs.append(run.stdout)
+        print(f"$ {command}\n{run.stdout[:600]}")  # shown with -s
     assert json.loads(outputs[0])["items"][0]["status"] == "audited"
     assert json.loads(outputs[3])["format"] == "cournot-ledger/inclusion-proof/v1"
     assert outputs[5] == served.checkpoints[-1].note

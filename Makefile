@@ -19,11 +19,11 @@ run: $(STAMP)
 	$(BIN)/ledger demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine ledger consumers tests bench migrations
-	$(BIN)/ruff format --check engine ledger consumers tests bench migrations
+	$(BIN)/ruff check engine ledger consumers api tests bench migrations
+	$(BIN)/ruff format --check engine ledger consumers api tests bench migrations
 
 typecheck: $(STAMP)
-	$(BIN)/mypy engine ledger consumers
+	$(BIN)/mypy engine ledger consumers api
 
 ## The whole test suite: lint, types, unit, integration and end-to-end tests.
 test: lint typecheck

@@ -15,6 +15,7 @@ CONSUMER_COMMAND_MODULES: tuple[str, ...] = (
     "consumers.commands.health",
     "consumers.cli_demo",
     "consumers.cli_stack",
+    "api.cli",  # ledger serve (the api package sits above consumers)
 )
 
 

@@ -130,7 +130,7 @@ def run_replay(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"database_url": args.database_url})
     counts = {"identical": 0, "diverged": 0}
     try:
-        with open_database(settings, migrate=False) as engine, snapshot(engine) as conn:
+        with open_database(settings, migrate=False, create=False) as engine, snapshot(engine) as conn:
             for result in replay_por_packs(conn, submission=args.submission, market=args.market):
                 counts["identical" if result.identical else "diverged"] += 1
                 if args.json:

@@ -147,7 +147,7 @@ def run_keygen(args: argparse.Namespace) -> int:
 def _engine() -> Iterator[Any]:
     from ledger.database import open_database
 
-    with open_database() as engine:
+    with open_database(create=False) as engine:
         yield engine
 
 

@@ -7,15 +7,21 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint typecheck unit install clean bench
 
 $(STAMP): pyproject.toml
+	@echo "[make] creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "[make] upgrading pip"
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "[make] installing the project and its dependencies into $(VENV) (about a minute the first time)"
 	$(BIN)/python -m pip install --quiet -e '.[embedded,test]'
 	touch $(STAMP)
+	@echo "[make] installed"
+
 
 install: $(STAMP)
 
 ## The main job on embedded defaults.
 run: $(STAMP)
+	@echo "[make] running ledger demo"
 	$(BIN)/ledger demo
 
 lint: $(STAMP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from consumers.stack import LocalStack, Progress, StackInfo, corpus_hint
@@ -24,9 +25,10 @@ def register(subparsers: Any) -> None:
         description=(
             "Starts the embedded PostgreSQL (data in <state_dir>/postgres, kept across restarts) and the "
             "embedded tansu broker (memory storage: topics are lost on `ledger down`) as background "
-            "processes, creates the 'ledger' database and migrates it. Other commands run from the same "
-            "directory (or with the same LEDGER_STATE_DIR, default .ledger) find them through "
-            "<state_dir>/postgres.json and broker.json. Re-running it is harmless."
+            "processes, creates the 'ledger' database and migrates it. Other commands, run from any "
+            "directory, find them through <state_dir>/postgres.json and broker.json (state dir: "
+            "LEDGER_STATE_DIR, default $XDG_STATE_HOME/ledger or ~/.local/state/ledger). Re-running it "
+            "is harmless."
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -70,7 +72,8 @@ def print_up(info: StackInfo, warnings: list[str]) -> None:
     print(f"psql          {info.psql_command}")
     print(f"bootstrap     {info.bootstrap}")
     print()
-    print("Commands run from this directory pick these up with no variables set, e.g.:")
+    where = "this directory" if not Path(get_settings().state_dir).is_absolute() else "any directory"
+    print(f"Commands run from {where} pick these up with no variables set, e.g.:")
     corpus = corpus_hint()
     print(f"  ledger publish {corpus}/bundles/*.json && ledger publish --raw {corpus}/poison/*.json")
     print("  ledger consume --until-idle 3")

@@ -84,7 +84,12 @@ def resolve_broker(settings: LedgerSettings, *, start: bool = True) -> BrokerCho
 
 
 @contextlib.contextmanager
-def open_store(settings: LedgerSettings, *, migrate: bool = True) -> Iterator[LedgerStore]:
-    """A :class:`LedgerStore` on the configured (or embedded) database, migrated to head."""
-    with open_database(settings, migrate=migrate) as engine, LedgerStore(engine) as store:
+def open_store(
+    settings: LedgerSettings, *, migrate: bool = True, create: bool = True
+) -> Iterator[LedgerStore]:
+    """A :class:`LedgerStore` on the configured (or embedded) database, migrated to head.
+
+    ``create=False``: never start a new, empty embedded cluster (see :func:`open_database`).
+    """
+    with open_database(settings, migrate=migrate, create=create) as engine, LedgerStore(engine) as store:
         yield store

@@ -6,6 +6,8 @@ started detached by ``ledger up`` (its state file ``<state_dir>/postgres.json`` 
 reused and left running; otherwise one is started in the foreground for the duration of the
 ``with`` block and stopped cleanly at its end (and dies with this process even on SIGKILL).
 In the embedded cluster the ledger lives in a database named ``ledger``, created if missing.
+Commands that only read the ledger pass ``create=False``: with no URL, no running server and no
+cluster in the state directory they stop with :data:`NO_LEDGER` instead of creating an empty one.
 """
 
 from __future__ import annotations
@@ -30,11 +32,20 @@ from ledger.settings import LedgerSettings, get_settings
 logger = logging.getLogger(__name__)
 
 EMBEDDED_DATABASE = "ledger"
+NO_LEDGER = (
+    "no ledger database: nothing runs in {state_dir} and LEDGER_DATABASE_URL is not set; "
+    "start one with `ledger up`, or set LEDGER_DATABASE_URL"
+)
 
 
 def embedded_data_dir(settings: LedgerSettings) -> Path:
     """``<state_dir>/postgres``: the embedded cluster's data directory."""
     return Path(settings.state_dir) / "postgres"
+
+
+def has_embedded_cluster(settings: LedgerSettings) -> bool:
+    """Whether ``<state_dir>/postgres`` holds an initialised PostgreSQL cluster."""
+    return (embedded_data_dir(settings) / "PG_VERSION").exists()
 
 
 def _detached_server_url(settings: LedgerSettings) -> str | None:
@@ -57,11 +68,14 @@ def ensure_database(server_url: str, name: str = EMBEDDED_DATABASE) -> str:
 
 
 @contextlib.contextmanager
-def open_database(settings: LedgerSettings | None = None, *, migrate: bool = True) -> Iterator[Engine]:
+def open_database(
+    settings: LedgerSettings | None = None, *, migrate: bool = True, create: bool = True
+) -> Iterator[Engine]:
     """Yield an Engine on the ledger database (``engine.url`` is its URL), migrated to head.
 
     Starts and stops an embedded PostgreSQL when no URL is configured and no detached server
-    is running. Connection failures raise :class:`~ledger.errors.LedgerUnavailableError`.
+    is running; with ``create=False`` only on a cluster that already exists. Connection failures,
+    and no database to read, raise :class:`~ledger.errors.LedgerUnavailableError`.
     """
     settings = settings or get_settings()
     server: EmbeddedPostgres | None = None
@@ -70,6 +84,8 @@ def open_database(settings: LedgerSettings | None = None, *, migrate: bool = Tru
             url = sqlalchemy_url(settings.database_url)
         else:
             server_url = _detached_server_url(settings)
+            if server_url is None and not create and not has_embedded_cluster(settings):
+                raise LedgerUnavailableError(NO_LEDGER.format(state_dir=Path(settings.state_dir).absolute()))
             if server_url is None:
                 server = EmbeddedPostgres(
                     embedded_data_dir(settings), mode="foreground", state_dir=settings.state_dir

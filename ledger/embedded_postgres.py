@@ -344,6 +344,7 @@ class EmbeddedPostgres:
                 logger.info("port %s was taken, retrying on another", self._port)
 
     def _init_data_dir(self, install: Path, owner: pwd.struct_passwd | None) -> None:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)  # a fresh state dir: its ancestors first
         if owner is not None:
             ensure_traversable(install / "bin", owner)
             ensure_traversable(self.data_dir, owner)

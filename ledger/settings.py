@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/ledger``, else ``~/.local/state/ledger``: one place per user, whatever the cwd.
+
+    A relative ``XDG_STATE_HOME`` is ignored, as the XDG base-directory specification asks.
+    """
+    base = os.environ.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "ledger"
 
 
 class LedgerSettings(BaseSettings):
@@ -24,7 +36,7 @@ class LedgerSettings(BaseSettings):
     group_id: str = "ledger-consumers"
     redis_url: str = ""
     signing_key: Path | None = None
-    state_dir: Path = Path(".ledger")
+    state_dir: Path = Field(default_factory=default_state_dir)
     max_message_bytes: int = 1_048_576
     metrics_port: int = 0
 

@@ -59,7 +59,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--partitions", type=int, default=4, help="partitions for --create-topics (default 4)"
     )
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--log-level", default="info", help="log level: debug, info, warning or error (default info)"
+    )
     parser.set_defaults(handler=run)
 
 

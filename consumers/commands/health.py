@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 def _check_database(settings: Any) -> tuple[dict[str, Any], dict[int, int] | None, str, str]:
     topic, group = settings.topic, settings.group_id
     try:
-        with open_store(settings, migrate=False) as store:
+        with open_store(settings, migrate=False, create=False) as store:
             offsets = store.load_offsets(group, topic)
             where = make_url(str(store.engine.url)).render_as_string(hide_password=True)
             return {"ok": True, "url": where, "max_seq": store.max_seq()}, offsets, topic, group

@@ -34,13 +34,22 @@ def register(subparsers: Any) -> None:
             "anything is sent; the record key is the market id. Prints one line per record sent."
         ),
     )
-    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="JSON file to send (an envelope or a bundle)"
+    )
     parser.add_argument("--topic", help="target topic (default: LEDGER_TOPIC or evidence-bundles)")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: LEDGER_KAFKA_BOOTSTRAP)")
     parser.add_argument("--raw", action="store_true", help="send the files' bytes unvalidated (poison tests)")
     parser.add_argument("--event-id", help="producer event id (the idempotency key); one FILE only")
     parser.add_argument("--verify-reasoning", action="store_true", help="request LLM reasoning verification")
-    parser.add_argument("--header", type=_header, action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--header",
+        type=_header,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="add a Kafka record header to every record (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of text")
     parser.set_defaults(handler=run)
 

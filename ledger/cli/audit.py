@@ -40,13 +40,21 @@ class InputError(Exception):
         self.problems = problems
 
 
+AUDIT_DESCRIPTION = (
+    'Runs the Auditor offline on one {"prompt_spec", "evidence_bundle"} file (- reads standard input) and '
+    "prints the trace, verification, step hashes and roots. No database or broker is needed. Exit 0 when "
+    "the audit ran (conflicts and insufficient evidence are results, not errors); exit 2 when the input "
+    "cannot be read, is not strict JSON or does not validate, with one line per problem naming its field "
+    "path, such as evidence_bundle.items[2].provenance.tier."
+)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``audit`` command."""
     parser = subparsers.add_parser(
         "audit",
         help="audit one prompt spec + evidence bundle offline and print the trace and roots",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=AUDIT_DESCRIPTION,
     )
     parser.add_argument(
         "input", metavar="INPUT.json", help='file holding {"prompt_spec", "evidence_bundle"}, or -'

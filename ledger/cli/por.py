@@ -24,7 +24,11 @@ EXIT_OK, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``verify-por``."""
     p = subparsers.add_parser(
-        "verify-por", help="verify Cournot PoR packs (directory, .zip or JSON document)"
+        "verify-por",
+        help="verify Cournot PoR packs (directory, .zip or JSON document)",
+        description="Recomputes each pack's manifest hashes, market ids and all five roots, and names every "
+        "failure with its file, root, leaf and a Merkle proof. Exit 0 when every pack is genuine, 1 when one "
+        "failed or is unverifiable, 2 when one cannot be read. Needs no database.",
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="pack directory, .zip or .json")
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default text)")
@@ -97,7 +101,12 @@ def run(args: argparse.Namespace) -> int:
 
 def register_replay(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``replay-por``."""
-    p = subparsers.add_parser("replay-por", help="re-verify stored PoR packs; every report must be identical")
+    p = subparsers.add_parser(
+        "replay-por",
+        help="re-verify stored PoR packs; every report must be identical",
+        description="Verifies every PoR pack stored in the ledger again and compares the report with the "
+        "stored one. Exit 0 when all are identical, 1 when one diverged, 2 when the ledger cannot be read.",
+    )
     p.add_argument("--submission", default=None, help="only this submission id")
     p.add_argument("--market", default=None, help="only this market")
     p.add_argument("--json", action="store_true", help="one JSON line per pack, then a summary line")
@@ -121,7 +130,7 @@ def run_replay(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"database_url": args.database_url})
     counts = {"identical": 0, "diverged": 0}
     try:
-        with open_database(settings, migrate=False) as engine, snapshot(engine) as conn:
+        with open_database(settings, migrate=False, create=False) as engine, snapshot(engine) as conn:
             for result in replay_por_packs(conn, submission=args.submission, market=args.market):
                 counts["identical" if result.identical else "diverged"] += 1
                 if args.json:

@@ -79,8 +79,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "reason",
         parents=[common],
         help="verify a formula against a query with the LLM providers and print the result",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Runs the ReasoningVerifier once and prints the result (JSON: the canonical result with "
+        "every provider exchange). Providers read their usual variables (ANTHROPIC_API_KEY, OPENAI_*, "
+        "AZURE_OPENAI_*, GEMINI_*); a provider without a key fails the result closed. Exit 0 when valid, "
+        "1 when invalid, 2 on a usage error.",
     )
     reason.add_argument("query", metavar="QUERY", help="the question the expression should answer")
     reason.add_argument("--expression", required=True, metavar="EXPR", help="arithmetic: numbers, + - * / **")
@@ -92,8 +94,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "reason-worker",
         parents=[common],
         help="verify submissions that requested it and append reasoning.verified entries",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Finds the submissions whose envelope asked for reasoning verification, runs the "
+        "ReasoningVerifier on each and appends a reasoning.verified entry. It runs next to `ledger consume` "
+        "and never blocks it. LEDGER_REDIS_URL adds a shared result cache.",
     )
     worker.add_argument("--once", action="store_true", help="one pass over pending work, then exit")
     worker.add_argument("--concurrency", type=_positive_int, default=4, help="verifications in flight (4)")

@@ -134,7 +134,7 @@ def _engine(args: argparse.Namespace) -> Iterator[Engine]:
     settings = get_settings()
     if args.database_url:
         settings = settings.model_copy(update={"database_url": args.database_url})
-    with open_database(settings, migrate=False) as engine:
+    with open_database(settings, migrate=False, create=False) as engine:
         yield engine
 
 

@@ -24,7 +24,13 @@ DEFAULT_ORIGIN_HELP = (
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the transparency-log commands."""
-    p = subparsers.add_parser("keygen", help="create the Ed25519 checkpoint signing key (PATH and PATH.pub)")
+    p = subparsers.add_parser(
+        "keygen",
+        help="create the Ed25519 checkpoint signing key (PATH and PATH.pub)",
+        description="Writes a new Ed25519 private key to PATH (mode 0600) and its public key to PATH.pub, "
+        "then prints the verifier key. Keep the private key off the database host. Point LEDGER_SIGNING_KEY "
+        "at it, or pass it to `ledger checkpoint --key`.",
+    )
     p.add_argument(
         "--out", type=Path, required=True, help="private key path (written 0600); PATH.pub beside it"
     )
@@ -34,17 +40,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--force", action="store_true", help="replace an existing key file")
     p.set_defaults(handler=run_keygen)
 
-    p = subparsers.add_parser("checkpoint", help="extend the tree, then sign and store a checkpoint")
+    p = subparsers.add_parser(
+        "checkpoint",
+        help="extend the tree, then sign and store a checkpoint",
+        description="Adds every new entry to the RFC 6962 tree, signs the tree head with the Ed25519 key and "
+        "stores the signed note in the ledger; the note is printed on stdout. --out also writes it to a file: "
+        "an existing directory or a path ending in / receives checkpoint-<size>-<time>.note; an existing "
+        "file is never replaced without --force (exit 2).",
+    )
     p.add_argument("--key", type=Path, default=None, help="private key (default: LEDGER_SIGNING_KEY)")
     p.add_argument("--origin", default=None, help=DEFAULT_ORIGIN_HELP)
-    p.add_argument("--out", type=Path, default=None, help="also write the signed note to FILE (or into DIR)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE|DIR/",
+        help="also write the signed note to FILE, or into DIR (existing, or written with a trailing /)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--topic", default=None, help="also publish it to this Kafka topic")
     p.add_argument("--bootstrap", default=None, help="Kafka bootstrap (default: LEDGER_KAFKA_BOOTSTRAP)")
     p.set_defaults(handler=run_checkpoint)
 
-    p = subparsers.add_parser("prove", help="inclusion proof of an entry, or --consistency OLD NEW")
+    p = subparsers.add_parser(
+        "prove",
+        help="inclusion proof of an entry, or --consistency OLD NEW",
+        description="Prints, as JSON, the inclusion proof of an entry's leaf against a stored checkpoint, or "
+        "the consistency proof between two tree sizes. `ledger audit-log` checks the result offline.",
+    )
     p.add_argument("target", nargs="?", help="global_seq, submission id or entry hash")
-    p.add_argument("--consistency", nargs=2, type=int, metavar=("OLD_SIZE", "NEW_SIZE"))
+    p.add_argument(
+        "--consistency",
+        nargs=2,
+        type=int,
+        metavar=("OLD_SIZE", "NEW_SIZE"),
+        help="prove that the tree of NEW_SIZE entries extends the tree of OLD_SIZE entries",
+    )
     p.add_argument(
         "--checkpoint", type=int, default=None, help="prove against this checkpoint id (default: latest)"
     )
@@ -53,7 +83,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(handler=run_prove)
 
     p = subparsers.add_parser(
-        "export-log", help="write checkpoints, consistency proofs and entries for auditors"
+        "export-log",
+        help="write checkpoints, consistency proofs and entries for auditors",
+        description="Writes every stored checkpoint note, the consistency proofs between them and the "
+        "entries (entries.jsonl) into a directory that `ledger audit-log` can check without a database.",
     )
     p.add_argument("--out", type=Path, required=True, help="directory to write into")
     p.add_argument(
@@ -61,7 +94,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.set_defaults(handler=run_export)
 
-    p = subparsers.add_parser("verify-log", help="check every checkpoint against the stored entries")
+    p = subparsers.add_parser(
+        "verify-log",
+        help="check every checkpoint against the stored entries",
+        description="Checks each stored checkpoint's signature, recomputes its root from the stored entries "
+        "and checks consistency between checkpoints; exported notes given with --checkpoint are checked "
+        "too. Exit 1 when a check fails.",
+    )
     p.add_argument("--public-key", type=Path, default=None, help="default: LEDGER_SIGNING_KEY's .pub")
     p.add_argument("--checkpoint", type=Path, action="append", default=[], help="an exported checkpoint note")
     p.set_defaults(handler=run_verify_log)
@@ -108,7 +147,7 @@ def run_keygen(args: argparse.Namespace) -> int:
 def _engine() -> Iterator[Any]:
     from ledger.database import open_database
 
-    with open_database() as engine:
+    with open_database(create=False) as engine:
         yield engine
 
 
@@ -118,6 +157,7 @@ def run_checkpoint(args: argparse.Namespace) -> int:
     from ledger.settings import get_settings
     from ledger.translog.checkpoints import (
         CheckpointError,
+        check_out_target,
         create_checkpoint,
         export_to_file,
         export_to_topic,
@@ -130,12 +170,18 @@ def run_checkpoint(args: argparse.Namespace) -> int:
             "checkpoint",
             "no signing key: set LEDGER_SIGNING_KEY or pass --key (create one with ledger keygen)",
         )
+    refusal = check_out_target(args.out, overwrite=args.force) if args.out is not None else None
+    if refusal is not None:
+        # checked before signing, so a refused --out leaves no new checkpoint behind
+        print(f"ledger checkpoint: {refusal}", file=sys.stderr)
+        return 2
     try:
         private_key = load_private_key(Path(key_path))
         with _engine() as engine:
             stored = create_checkpoint(engine, private_key, origin=args.origin)
         if args.out is not None:
-            print(f"written to {export_to_file(stored.note, args.out)}", file=sys.stderr)
+            written = export_to_file(stored.note, args.out, overwrite=args.force)
+            print(f"written to {written}", file=sys.stderr)
         if args.topic:
             export_to_topic([(stored.origin, stored.note)], args.topic, args.bootstrap)
             print(f"published to topic {args.topic}", file=sys.stderr)

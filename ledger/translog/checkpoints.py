@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_ORIGIN",
     "CheckpointError",
     "StoredCheckpoint",
+    "check_out_target",
     "create_checkpoint",
     "export_to_file",
     "export_to_topic",
@@ -207,13 +208,44 @@ def create_checkpoint(
         return _row(rows[0])
 
 
-def export_to_file(note: str, path: Path) -> Path:
-    """Write the signed note to ``path`` (a directory gets ``checkpoint-<size>-<time>.note``)."""
-    if path.is_dir():
+def out_is_directory(out: str | Path) -> bool:
+    """``--out`` names a directory when it exists as one or is written with a trailing ``/``."""
+    text = str(out)
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+
+
+def check_out_target(out: str | Path, *, overwrite: bool = False) -> str | None:
+    """Why writing a note to ``out`` would be refused (before anything is signed), or None."""
+    if out_is_directory(out):
+        path = Path(out)
+        if path.exists() and not path.is_dir():
+            return f"--out {out}: exists and is not a directory"
+        return None
+    path = Path(out)
+    if path.exists() and not overwrite:
+        return f"--out {out}: file exists; pass --force to replace it, or give a directory"
+    if not path.parent.is_dir():
+        return f"--out {out}: directory {path.parent} does not exist (end the path with / to create it)"
+    return None
+
+
+def export_to_file(note: str, out: str | Path, *, overwrite: bool = False) -> Path:
+    """Write the signed note to ``out``; return the path written.
+
+    A directory (existing, or named with a trailing ``/`` and then created) receives
+    ``checkpoint-<size>-<time>.note`` (the time is the note's own timestamp, in the name only).
+    Any other path is the file itself. An existing file is never replaced unless ``overwrite``
+    (``FileExistsError`` otherwise), including a directory entry of the same name.
+    """
+    path = Path(out)
+    if out_is_directory(out):
+        path.mkdir(parents=True, exist_ok=True)
         lines = note.split("\n")
         stamp = lines[3].removeprefix("timestamp ").replace(":", "") if len(lines) > 3 else "unknown"
         path = path / f"checkpoint-{lines[1]}-{stamp}.note"
-    path.write_text(note, encoding="utf-8")
+        overwrite = False
+    with path.open("w" if overwrite else "x", encoding="utf-8") as handle:
+        handle.write(note)
     return path
 
 

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from engine.merkle.rfc6962 import Frontier, empty_root
-from ledger.translog.checkpoints import list_checkpoints
+from ledger.translog.checkpoints import latest_checkpoint, list_checkpoints
 from ledger.translog.db import Database
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
@@ -226,15 +226,16 @@ def verify_checkpoints(
     """Check every stored checkpoint (and ``external_notes``: ``(name, note)``) against the entries."""
     key = public_key if public_key is not None else default_public_key()
     problems: list[Problem] = []
-    if key is None:
-        problems.append(
-            Problem(
-                "signatures_unchecked",
-                "no public key: checkpoint signatures were not verified",
-                severity="warning",
-            )
-        )
     with _connection(target) as connection:
+        if key is None and (external_notes or latest_checkpoint(connection) is not None):
+            # warn only when a signature went unchecked: with no checkpoint there is none to check
+            problems.append(
+                Problem(
+                    "signatures_unchecked",
+                    "no public key: checkpoint signatures were not verified",
+                    severity="warning",
+                )
+            )
         targets = _collect_targets(connection, key, external_notes, problems)
         scan = _Scan(tree_size(connection))
         pending = list(targets)

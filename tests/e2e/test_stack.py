@@ -1,7 +1,8 @@
 """``ledger up`` then the separate commands a new user would try one by one, then ``ledger down``.
 
-Every command runs in its own process from the same directory with no LEDGER_* variable set:
-the default state dir ``.ledger`` is how they find the background services.
+Every command runs in its own process with no LEDGER_* variable set, some from the project
+directory and some from another one: the default per-user state dir (``$XDG_STATE_HOME/ledger``;
+each test points XDG_STATE_HOME at its own temporary directory) is how they find the services.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ COMMAND_TIMEOUT = 90  # each command takes seconds; this bounds a hang
 
 
 def ledger(cwd: Path, *args: str, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """``ledger ARGS`` in ``cwd`` with no LEDGER_* variable in the environment."""
+    """``ledger ARGS`` in ``cwd`` with no LEDGER_* variable; XDG_STATE_HOME is ``cwd``'s sibling."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("LEDGER_")}
+    env["XDG_STATE_HOME"] = str(cwd.parent / "state-home")
     return subprocess.run(
         [sys.executable, "-m", "consumers", *args],
         cwd=cwd,
@@ -46,10 +48,20 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Iterator[Path]:
     """A directory to run in; ``ledger down`` runs at the end whatever happened."""
+    project = tmp_path / "project"
+    project.mkdir()
     try:
-        yield tmp_path
+        yield project
     finally:
-        ledger(tmp_path, "down", timeout=60)
+        ledger(project, "down", timeout=60)
+
+
+@pytest.fixture
+def elsewhere(workdir: Path) -> Path:
+    """Another directory next to ``workdir`` (same state home), far from the project."""
+    other = workdir.parent / "elsewhere"
+    other.mkdir()
+    return other
 
 
 def server_pids(up_output: str) -> list[int]:
@@ -59,9 +71,9 @@ def server_pids(up_output: str) -> list[int]:
     return pids
 
 
-def test_up_publish_consume_query_down(workdir: Path) -> None:
+def test_up_publish_consume_query_down(workdir: Path, elsewhere: Path) -> None:
     corpus = default_corpus_dir()
-    state_dir = workdir / ".ledger"
+    state_dir = workdir.parent / "state-home" / "ledger"
 
     up = ok(ledger(workdir, "up"))
     url = re.search(r"^database URL\s+(postgresql://\S+)$", up, re.M)
@@ -70,8 +82,9 @@ def test_up_publish_consume_query_down(workdir: Path) -> None:
     assert re.search(r"^bootstrap\s+127\.0\.0\.1:\d+$", up, re.M), up
     pids = server_pids(up)
     assert (state_dir / "postgres.json").is_file() and (state_dir / "broker.json").is_file()
+    assert not (workdir / ".ledger").exists()
 
-    status = ok(ledger(workdir, "status"))
+    status = ok(ledger(elsewhere, "status"))  # found from another directory
     assert re.search(r"postgres\s+running\s+pid \d+", status) and re.search(r"broker\s+running", status)
     assert server_pids(ok(ledger(workdir, "up"))) == pids  # a second `up` adopts the running servers
 
@@ -94,10 +107,10 @@ def test_up_publish_consume_query_down(workdir: Path) -> None:
     assert steps is not None and steps[0] > 0
 
     offered = available_commands()
-    if "replay" in offered:
-        ok(ledger(workdir, "replay", "--all"))
+    replayed = ok(ledger(elsewhere, "replay", "--all"))  # from another directory: same ledger
+    assert re.search(rf"identical\s+{len(bundles)}\b", replayed), replayed
     if "verify" in offered:
-        ok(ledger(workdir, "verify"))
+        ok(ledger(elsewhere, "verify"))
 
     down = ok(ledger(workdir, "down"))
     assert "stopped postgres, broker" in down
@@ -113,3 +126,12 @@ def test_status_before_up_and_down_without_up(workdir: Path) -> None:
     assert stopped.returncode == 3
     assert re.search(r"postgres\s+stopped", stopped.stdout) and "ledger up" in stopped.stdout
     assert "nothing was running" in ok(ledger(workdir, "down"))
+
+
+def test_a_read_command_with_nothing_running_says_so_in_one_line(workdir: Path) -> None:
+    for command in (["replay", "--all"], ["verify"], ["prove", "1"]):
+        done = ledger(workdir, *command)
+        assert done.returncode in (1, 2), done
+        [line] = done.stderr.strip().splitlines()
+        assert "nothing runs in" in line and "`ledger up`" in line and "LEDGER_DATABASE_URL" in line, line
+    assert not (workdir.parent / "state-home" / "ledger" / "postgres").exists()  # no empty cluster made

@@ -74,3 +74,28 @@ def test_sql_hash_check_passes_then_catches_a_superuser_edit(populated: str) -> 
     assert {row[0] for row in flagged} >= {4}  # the entry after the deleted one breaks its chain
     assert any(row[3] is False for row in flagged)  # payload_ok false for the edited verdict
     assert _as_reader(populated, gaps)[0][2] is False
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _readme_views() -> set[str]:
+    text = (ROOT / "README.md").read_text()
+    listing = re.search(r"The stable views live in schema `ledger`:(.*?)\.\s", text, flags=re.S)
+    assert listing, "README no longer lists the views"
+    return set(re.findall(r"`(\w+)`", listing.group(1)))
+
+
+def _documented_views() -> set[str]:
+    return set(re.findall(r"^\| `ledger\.(\w+)` \|", DOC.read_text(), flags=re.M))
+
+
+def test_readme_and_event_store_list_exactly_the_views_the_migrations_create(
+    migrated_database_url: str,
+) -> None:
+    with psycopg.connect(libpq_url(migrated_database_url)) as conn:
+        rows = conn.execute("SELECT table_name FROM information_schema.views WHERE table_schema = 'ledger'")
+        views = {str(name) for (name,) in rows.fetchall()}
+    assert {"log_checkpoints", "por_verifications"} <= views
+    assert _readme_views() == views
+    assert _documented_views() == views

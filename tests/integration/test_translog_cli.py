@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from ledger.cli import main
+from ledger.connect import libpq_url
 from ledger.settings import get_settings
 from ledger.store import LedgerStore
+from ledger.translog.checkpoints import list_checkpoints
 from tests.integration.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
@@ -145,3 +148,60 @@ def test_checkpoints_published_to_kafka_are_audited_from_the_topic(
     )
     assert main([*audit, str(proof)]) == 0
     assert "topic " in capsys.readouterr().out
+
+
+def _checkpoint_count(url: str) -> int:
+    with psycopg.connect(libpq_url(url)) as conn:
+        return len(list_checkpoints(conn))
+
+
+def test_checkpoint_out_with_a_trailing_slash_creates_a_directory_and_never_overwrites(
+    env: Path, ledger_store: LedgerStore, migrated_database_url: str, tmp_path: Path
+) -> None:
+    _append(ledger_store, ["d1"])
+    first_size = ledger_store.max_seq()
+    folder = tmp_path / "cp"
+    assert main(["checkpoint", "--out", f"{folder}/"]) == 0
+    [first] = folder.iterdir()
+    assert first.name.startswith(f"checkpoint-{first_size}-") and first.suffix == ".note"
+    _append(ledger_store, ["d2"])
+    assert main(["checkpoint", "--out", str(folder)]) == 0  # an existing folder, no slash: still a folder
+    assert len(list(folder.iterdir())) == 2 and first.read_text().split("\n")[1] == str(first_size)
+    assert _checkpoint_count(migrated_database_url) == 2
+
+
+def test_checkpoint_out_refuses_an_existing_file_before_signing_unless_forced(
+    env: Path,
+    ledger_store: LedgerStore,
+    migrated_database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _append(ledger_store, ["f1"])
+    target = tmp_path / "cp.note"
+    assert main(["checkpoint", "--out", str(target)]) == 0
+    first = target.read_text()
+    capsys.readouterr()
+    _append(ledger_store, ["f2"])
+    assert main(["checkpoint", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "file exists" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert target.read_text() == first and _checkpoint_count(migrated_database_url) == 1
+    assert main(["checkpoint", "--out", str(target), "--force"]) == 0
+    assert target.read_text() != first and target.read_text().split("\n")[1] == str(ledger_store.max_seq())
+
+
+def test_verify_log_warns_about_unchecked_signatures_only_when_a_checkpoint_exists(
+    env: Path, ledger_store: LedgerStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _append(ledger_store, ["w1"])
+    # no checkpoint yet: there is no signature to leave unchecked
+    monkeypatch.delenv("LEDGER_SIGNING_KEY")
+    get_settings.cache_clear()
+    capsys.readouterr()
+    assert main(["verify-log"]) == 0
+    assert "signatures_unchecked" not in capsys.readouterr().out
+    assert main(["checkpoint", "--key", str(env)]) == 0
+    capsys.readouterr()
+    assert main(["verify-log"]) == 0
+    assert "warning signatures_unchecked" in capsys.readouterr().out

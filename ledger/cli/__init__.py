@@ -31,7 +31,7 @@ LEDGER_COMMAND_MODULES: tuple[str, ...] = (
 
 COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("publish and consume", ("publish", "consume", "reason-worker", "health")),
-    ("query and check one submission", ("audit", "reason")),
+    ("query and check one submission", ("audit", "reason", "serve")),
     ("replay and verify", ("replay", "verify", "verify-por", "replay-por")),
     ("transparency log", ("keygen", "checkpoint", "prove", "export-log", "verify-log", "audit-log")),
     ("local stack", ("demo", "up", "status", "down", "migrate")),

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MIGRATIONS_DIR = REPO_ROOT / "migrations"
 MANAGED_SCHEMAS = frozenset({STORE_SCHEMA})
 # Modules that register tables on ledger.models.metadata (imported if present; add yours here).
-MODEL_MODULES: tuple[str, ...] = ("ledger.models", "ledger.translog.tables")
+MODEL_MODULES: tuple[str, ...] = ("ledger.models", "ledger.translog.tables", "ledger.privilege_tables")
 
 
 def target_metadata() -> MetaData:

@@ -90,3 +90,50 @@ def current_revision(target: Engine | str) -> str | None:
     finally:
         if isinstance(target, str):
             engine.dispose()
+
+
+WRITER_ROLE = "ledger_writer"
+
+
+def require_head(engine: Engine, *, command_name: str) -> None:
+    """Refuse to start unless the database is at this code's head revision (never migrates).
+
+    Raises :class:`~ledger.errors.SchemaNotReadyError` with one line saying what to run: an
+    appender holds a writer login, which may not (and should not) run migrations.
+    """
+    import sqlalchemy.exc
+
+    from ledger.errors import SchemaNotReadyError
+
+    head = head_revision()
+    try:
+        current = current_revision(engine)
+    except (
+        sqlalchemy.exc.ProgrammingError
+    ) as exc:  # typically: no SELECT on alembic_version yet (before 0005)
+        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+        raise SchemaNotReadyError(
+            f"{command_name} cannot read the ledger's schema version ({reason}); run `ledger migrate` as the "
+            f"ledger owner (head is {head}), then start {command_name} again"
+        ) from exc
+    if current != head:
+        raise SchemaNotReadyError(
+            f"the ledger schema is at revision {current or 'none (empty database)'} but {command_name} needs "
+            f"{head}: run `ledger migrate` as the ledger owner, then start {command_name} again"
+        )
+
+
+def require_role_member(engine: Engine, role: str = WRITER_ROLE) -> None:
+    """Raise :class:`~ledger.errors.LedgerPermissionError` unless the login may ``SET ROLE role``."""
+    from sqlalchemy import text
+
+    from ledger.errors import LedgerPermissionError
+
+    with engine.connect() as connection:
+        row = connection.execute(
+            text("SELECT current_user, pg_has_role(current_user, :role, 'MEMBER')"), {"role": role}
+        ).one()
+    if not row[1]:
+        raise LedgerPermissionError(
+            f"login {row[0]} is not a member of {role}: an administrator must run GRANT {role} TO {row[0]}"
+        )

@@ -102,19 +102,26 @@ def require_head(engine: Engine, *, command_name: str) -> None:
     appender holds a writer login, which may not (and should not) run migrations.
     """
     import sqlalchemy.exc
+    from sqlalchemy import text
 
     from ledger.errors import SchemaNotReadyError
 
     head = head_revision()
     try:
-        current = current_revision(engine)
+        with engine.connect() as connection:
+            found = connection.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
+            current = (
+                connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                if found
+                else None
+            )
     except (
         sqlalchemy.exc.ProgrammingError
     ) as exc:  # typically: no SELECT on alembic_version yet (before 0005)
         reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
         raise SchemaNotReadyError(
-            f"{command_name} cannot read the ledger's schema version ({reason}); run `ledger migrate` as the "
-            f"ledger owner (head is {head}), then start {command_name} again"
+            f"cannot read the ledger's schema version ({reason}); run `ledger migrate` as the ledger owner "
+            f"(head is {head}), then start {command_name} again"
         ) from exc
     if current != head:
         raise SchemaNotReadyError(

@@ -290,3 +290,19 @@ def test_migration_0005_goes_down_and_up_on_a_ledger_holding_data(migrated_datab
     with LedgerStore(migrated_database_url, role="ledger_writer") as store:
         assert store.append(audited("k2", offset=1), [OffsetAdvance("g", TOPIC, 0, 1, 2)]).status == "created"
     assert _ledger_wide_codes(run_verify(create_ledger_engine(migrated_database_url)).problems) == []
+
+
+def test_ledger_consume_runs_with_a_writer_login_and_its_offset_moves_are_backed(
+    kafka_bootstrap: str, database_url: str, login: Login, topic_name: str, tmp_path: Path
+) -> None:
+    from test_consumer_support import assert_ledger_exact, consumer_env, make_inputs, publish, run_consumer
+
+    documents = [make_inputs(index) for index in range(12)]
+    publish(kafka_bootstrap, topic_name, documents)
+    env = consumer_env(kafka_bootstrap, database_url, topic_name)  # migrated here as the superuser
+    env["LEDGER_DATABASE_URL"] = login("ledger_writer")
+    run_consumer(tmp_path, env)
+    assert_ledger_exact(database_url, {doc["evidence_bundle"]["bundle_id"] for doc in documents})
+    movers = fetch_all(database_url, "SELECT DISTINCT moved_by FROM ledger_store.consumer_offset_moves")
+    assert movers == [(env["LEDGER_DATABASE_URL"].split("//")[1].split(":")[0],)]
+    assert _ledger_wide_codes(run_verify(create_ledger_engine(database_url)).problems) == []

@@ -215,7 +215,7 @@ def _insert_bad_row(writer_url: str) -> int:
 def _recovery_sql() -> str:
     text = DOCS.read_text()
     section = text[text.index("**Recovering from a damaged ledger.**") :]
-    match = re.search(r"```sql\n(.*?)```", section, re.S)
+    match = re.search(r"```postgresql\n(.*?)```", section, re.S)
     assert match is not None
     return match.group(1)
 

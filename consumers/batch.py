@@ -22,6 +22,7 @@ from consumers.metrics import ConsumerMetrics
 from consumers.processing import Outcome, Rejection, build_rejection
 from ledger.errors import (
     AppendOnlyViolationError,
+    LedgerDamagedError,
     LedgerError,
     LedgerPermissionError,
     SchemaNotReadyError,
@@ -37,7 +38,12 @@ log = logging.getLogger("consumers.consumer")
 T = TypeVar("T")
 Retrying = Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 # Errors that mean "misconfigured", not "this record is bad": stop instead of dead-lettering.
-FATAL_LEDGER_ERRORS = (SchemaNotReadyError, LedgerPermissionError, AppendOnlyViolationError)
+FATAL_LEDGER_ERRORS = (
+    SchemaNotReadyError,
+    LedgerPermissionError,
+    AppendOnlyViolationError,
+    LedgerDamagedError,
+)
 
 
 class LedgerPort(Protocol):

@@ -43,7 +43,7 @@ from consumers.publisher import EnvelopePublisher, PreparedRecord, SentRecord, p
 from consumers.stack import Progress, available_commands, default_corpus_dir
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
 from ledger.embedded_postgres import EmbeddedPostgres
-from ledger.migration import upgrade
+from ledger.migration import WRITER_ROLE, upgrade
 from ledger.settings import LedgerSettings
 from ledger.store import LedgerStore
 from ledger.translog.checkpoints import StoredCheckpoint, create_checkpoint
@@ -345,7 +345,10 @@ def run_demo(settings: LedgerSettings, *, corpus_dir: Path | None = None) -> Dem
         ) as step:
             sent = asyncio.run(publish(broker.bootstrap, prepare(records, settings.max_message_bytes)))
             step.detail = f"to topic {TOPIC}"
-        with progress.step("consuming: audit, judge, append") as step, LedgerStore(engine) as store:
+        with (
+            progress.step("consuming: audit, judge, append") as step,
+            LedgerStore(engine, role=WRITER_ROLE) as store,
+        ):
             committed = asyncio.run(consume(broker.bootstrap, store, len(sent), step))
         checks.add(committed == len(sent), f"all {len(sent)} records committed (got {committed})")
         found = query_ledger(database_url)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from consumers.embedded_broker import EmbeddedBroker
 from consumers.kafka_settings import consumer_kwargs
 from ledger.database import open_database
+from ledger.migration import WRITER_ROLE, require_head, require_role_member
 from ledger.settings import LedgerSettings, get_settings
 from ledger.store import LedgerStore
 
-__all__ = ["BrokerChoice", "open_store", "resolve_broker", "settings_with"]
+__all__ = ["BrokerChoice", "open_store", "open_writer_store", "resolve_broker", "settings_with"]
 
 log = logging.getLogger("consumers.services")
 
@@ -93,3 +94,20 @@ def open_store(
     """
     with open_database(settings, migrate=migrate, create=create) as engine, LedgerStore(engine) as store:
         yield store
+
+
+@contextlib.contextmanager
+def open_writer_store(
+    settings: LedgerSettings, *, command_name: str = "ledger consume"
+) -> Iterator[LedgerStore]:
+    """A store whose appends run as ``ledger_writer``, on a database already at head (never migrates).
+
+    Raises :class:`~ledger.errors.SchemaNotReadyError` when the schema is behind (run ``ledger
+    migrate`` as the owner) and :class:`~ledger.errors.LedgerPermissionError` when the login may
+    not act as ``ledger_writer``. A superuser or owner URL still appends as ``ledger_writer``.
+    """
+    with open_database(settings, migrate=False) as engine:
+        require_head(engine, command_name=command_name)
+        require_role_member(engine, WRITER_ROLE)
+        with LedgerStore(engine, role=WRITER_ROLE) as store:
+            yield store

@@ -2,8 +2,9 @@
 
 Everything that does not depend on the global position (canonical text, payload hashes, the
 per-submission chain) is computed by :func:`prepare` before the transaction. Inside it,
-:func:`write_batch` takes ``pg_advisory_xact_lock(APPEND_LOCK_KEY)``, reads what is already stored
-for the batch's idempotency keys, assigns ``global_seq = max + 1 ...`` to the new entries, COPYs
+:func:`begin_append` takes the append lock (``LOCK TABLE ledger_store.append_lock IN EXCLUSIVE
+MODE``, which a ``ledger_reader`` login has no privilege to take); :func:`write_batch` then reads
+what is already stored for the batch's idempotency keys, assigns ``global_seq = max + 1 ...`` to the new entries, COPYs
 the rows, records conflicts, advances the consumer offsets (forward only) and NOTIFYs. Because
 appends are serialised and each one sees every earlier commit, the committed entries always form
 a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never skips one.
@@ -18,7 +19,6 @@ from typing import Any
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
-from ledger.connect import APPEND_LOCK_KEY
 from ledger.errors import InvalidDraftError, StaleOffsetError
 from ledger.hashing import (
     canonical_text,
@@ -41,6 +41,9 @@ from ledger.records import (
 from ledger.translog.tree import append_entries_to_tree
 
 NOTIFY_CHANNEL = "ledger_entries"
+# The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
+# ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
+APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
 
 _SUBMISSION_COLUMNS = (
     "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
@@ -321,7 +324,7 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
     )
     if role:
         cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    cur.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK_KEY,))
+    cur.execute(APPEND_LOCK_SQL)
 
 
 def write_batch(

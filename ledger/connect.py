@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 
-# pg_advisory_xact_lock keys (advisory locks are scoped to one database).
-APPEND_LOCK_KEY = 0x4C45444745520001  # "LEDGER" 0001: serialises appends (gapless global_seq)
+# pg_advisory_xact_lock key (advisory locks are scoped to one database). Appends do not use one:
+# any login may hold any advisory key, so they lock ledger_store.append_lock (ledger.append).
 MIGRATION_LOCK_KEY = 0x4C45444745520002  # "LEDGER" 0002: serialises concurrent `ledger migrate`
 
 

@@ -116,3 +116,13 @@ class LedgerUnavailableError(LedgerError):
 
     code = "ledger_unavailable"
     retryable = True
+
+
+class LedgerDamagedError(LedgerError):
+    """Stored rows disagree with the transparency log (e.g. a row inserted outside the append path).
+
+    Appends stop until an operator repairs the ledger (docs/event-store.md §6, "Recovering from a
+    damaged ledger"); the message names the row. Never retried: the same row fails every append.
+    """
+
+    code = "ledger_damaged"

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MIGRATIONS_DIR = REPO_ROOT / "migrations"
 MANAGED_SCHEMAS = frozenset({STORE_SCHEMA})
 # Modules that register tables on ledger.models.metadata (imported if present; add yours here).
-MODEL_MODULES: tuple[str, ...] = ("ledger.models", "ledger.translog.tables")
+MODEL_MODULES: tuple[str, ...] = ("ledger.models", "ledger.translog.tables", "ledger.privilege_tables")
 
 
 def target_metadata() -> MetaData:
@@ -90,3 +90,57 @@ def current_revision(target: Engine | str) -> str | None:
     finally:
         if isinstance(target, str):
             engine.dispose()
+
+
+WRITER_ROLE = "ledger_writer"
+
+
+def require_head(engine: Engine, *, command_name: str) -> None:
+    """Refuse to start unless the database is at this code's head revision (never migrates).
+
+    Raises :class:`~ledger.errors.SchemaNotReadyError` with one line saying what to run: an
+    appender holds a writer login, which may not (and should not) run migrations.
+    """
+    import sqlalchemy.exc
+    from sqlalchemy import text
+
+    from ledger.errors import SchemaNotReadyError
+
+    head = head_revision()
+    try:
+        with engine.connect() as connection:
+            found = connection.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL")).scalar()
+            current = (
+                connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                if found
+                else None
+            )
+    except (
+        sqlalchemy.exc.ProgrammingError
+    ) as exc:  # typically: no SELECT on alembic_version yet (before 0005)
+        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+        raise SchemaNotReadyError(
+            f"cannot read the ledger's schema version ({reason}); run `ledger migrate` as the ledger owner "
+            f"(head is {head}), then start {command_name} again"
+        ) from exc
+    if current != head:
+        raise SchemaNotReadyError(
+            f"the ledger schema is at revision {current or 'none (empty database)'} but {command_name} needs "
+            f"{head}: run `ledger migrate` as the ledger owner, then start {command_name} again"
+        )
+
+
+def require_role_member(engine: Engine, role: str = WRITER_ROLE) -> None:
+    """Raise :class:`~ledger.errors.LedgerPermissionError` unless the login may ``SET ROLE role``."""
+    from sqlalchemy import text
+
+    from ledger.errors import LedgerPermissionError
+
+    with engine.connect() as connection:
+        row = connection.execute(
+            text("SELECT current_user, pg_has_role(current_user, :role, 'MEMBER')"), {"role": role}
+        ).one()
+    if not row[1]:
+        raise LedgerPermissionError(
+            f"login {row[0]} is not a member of {role}: an administrator must run GRANT {role} TO {row[0]}"
+        )

@@ -22,6 +22,7 @@ from ledger.connect import create_ledger_engine
 from ledger.errors import (
     AppendOnlyViolationError,
     InvalidDraftError,
+    LedgerDamagedError,
     LedgerDataError,
     LedgerError,
     LedgerIntegrityError,
@@ -40,6 +41,7 @@ from ledger.records import (
     SubmissionDraft,
     SubmissionRecord,
 )
+from ledger.translog.tree import TreeError
 
 _ENTRY_SELECT = (
     "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version, "
@@ -74,6 +76,20 @@ def _translate(exc: BaseException) -> LedgerError:
     error = LedgerError(message)
     error.code = "database_error"
     return error
+
+
+RECOVERY_HINT = (
+    "appends stop until it is repaired; see docs/event-store.md §6, 'Recovering from a damaged ledger'"
+)
+
+
+@contextlib.contextmanager
+def _tree_errors_as_damage() -> Iterator[None]:
+    """A :class:`TreeError` inside an append means stored rows the log refuses: fail with the row named."""
+    try:
+        yield
+    except TreeError as exc:
+        raise LedgerDamagedError(f"the ledger is damaged: {exc}; {RECOVERY_HINT}") from exc
 
 
 def _stored_step(row: Sequence[Any]) -> StoredStep:
@@ -156,7 +172,7 @@ class LedgerStore:
         prepared = [prepare(draft) for draft in submissions]
         if not prepared and not offsets:
             return []
-        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with _tree_errors_as_damage(), self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             begin_append(
                 cur,
                 role=self.role,
@@ -189,7 +205,7 @@ class LedgerStore:
         if not engine_version:
             raise InvalidDraftError("engine_version is required", field_path="engine_version")
         prepared = prepare_follow_ups(entries)
-        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with _tree_errors_as_damage(), self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             begin_append(
                 cur,
                 role=self.role,

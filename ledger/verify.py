@@ -25,7 +25,14 @@ from engine.version import ENGINE_VERSION
 from ledger.replay_source import auto_jobs, snapshot
 from ledger.verify_checks import check_submission
 from ledger.verify_problems import Problem
-from ledger.verify_source import SubmissionGroup, count_submissions, iter_groups, orphan_steps, sequence_facts
+from ledger.verify_source import (
+    SubmissionGroup,
+    count_submissions,
+    iter_groups,
+    orphan_steps,
+    sequence_facts,
+    unbacked_offset_moves,
+)
 from ledger.verify_workers import PageResult, checked_pages
 
 __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
@@ -127,6 +134,42 @@ def _ledger_wide(conn: Any, report: VerifyReport) -> None:
         )
 
 
+def _offset_moves(conn: Any, report: VerifyReport) -> None:
+    """Forward offset moves with nothing stored from the skipped range: possibly silently skipped records."""
+    moves = unbacked_offset_moves(conn)
+    if moves is None:
+        report.add(
+            Problem(
+                "offset_journal_missing",
+                "ledger_store.consumer_offset_moves does not exist (schema before revision 0005): "
+                "consumer offset moves cannot be checked; run `ledger migrate`",
+                severity="warning",
+            )
+        )
+        return
+    for move in moves:
+        start = move["from_offset"] or 0
+        report.add(
+            Problem(
+                "offset_move_unbacked",
+                f"consumer offset {move['consumer_group']}/{move['topic']}[{move['kafka_partition']}] moved "
+                f"{start} -> {move['to_offset']} by login {move['moved_by']} at {move['moved_at'].isoformat()} "
+                f"with no submission or conflict stored from offsets {start}..{move['to_offset'] - 1}: those "
+                "records were skipped unless every one was a re-delivered duplicate; compare with the topic",
+                severity="warning",
+                details={
+                    "move_id": move["move_id"],
+                    "consumer_group": move["consumer_group"],
+                    "topic": move["topic"],
+                    "partition": move["kafka_partition"],
+                    "from_offset": start,
+                    "to_offset": move["to_offset"],
+                    "moved_by": move["moved_by"],
+                },
+            )
+        )
+
+
 def _translog(
     engine: Engine,
     report: VerifyReport,
@@ -174,6 +217,7 @@ def run_verify(
         jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs
         report.jobs = jobs
         _ledger_wide(conn, report)
+        _offset_moves(conn, report)
         if jobs > 1:
             url = engine.url.render_as_string(hide_password=False)
             size = max(100, min(page_size, total // (jobs * 4) + 1))  # enough pages to keep workers busy

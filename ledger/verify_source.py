@@ -162,3 +162,28 @@ def iter_groups(conn: Connection[Any], page_size: int = PAGE_SIZE) -> Iterator[l
         if len(page) < page_size:
             return
         after = page[-1].submission_id
+
+
+def unbacked_offset_moves(conn: Connection[Any], limit: int = 100) -> list[dict[str, Any]] | None:
+    """Forward moves of a consumer offset that no stored record backs (first ``limit``, in move order).
+
+    A move of ``group/topic[partition]`` from ``A`` (NULL: a new row, read as 0) to ``B > A`` is
+    backed when a submission or idempotency conflict was stored from that partition at an offset in
+    ``A..B-1``. None when the journal does not exist (schema before revision 0005).
+    """
+    found = conn.execute("SELECT to_regclass('ledger_store.consumer_offset_moves') IS NOT NULL").fetchone()
+    if not found or not found[0]:
+        return None
+    cursor = conn.execute(
+        "SELECT m.move_id, m.consumer_group, m.topic, m.kafka_partition, m.from_offset, m.to_offset, m.moved_by, "
+        "m.moved_at FROM ledger_store.consumer_offset_moves m WHERE m.to_offset > coalesce(m.from_offset, 0) "
+        "AND NOT EXISTS (SELECT FROM ledger_store.submissions s WHERE s.kafka_topic = m.topic AND "
+        "s.kafka_partition = m.kafka_partition AND s.kafka_offset >= coalesce(m.from_offset, 0) AND "
+        "s.kafka_offset < m.to_offset) "
+        "AND NOT EXISTS (SELECT FROM ledger_store.idempotency_conflicts c WHERE c.kafka_topic = m.topic AND "
+        "c.kafka_partition = m.kafka_partition AND c.kafka_offset >= coalesce(m.from_offset, 0) AND "
+        "c.kafka_offset < m.to_offset) ORDER BY m.move_id LIMIT %(limit)s",
+        {"limit": limit},
+    )
+    names = [column.name for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import socket
+import sys
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -16,8 +17,8 @@ from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
 from consumers.metrics import ConsumerMetrics
-from consumers.services import open_store, resolve_broker, settings_with
-from ledger.errors import LedgerError
+from consumers.services import open_writer_store, resolve_broker, settings_with
+from ledger.errors import LedgerError, SchemaNotReadyError
 
 __all__ = ["register"]
 
@@ -132,12 +133,15 @@ def run(args: argparse.Namespace) -> int:
     if args.create_topics or broker.origin == "started":
         asyncio.run(_create_topics(broker.bootstrap, [config.topic, config.dlq_topic], args.partitions))
     try:
-        with open_store(settings) as store:
+        with open_writer_store(settings) as store:  # never migrates: `ledger migrate` is the owner's step
             consumer = LedgerConsumer(config, store, audit_envelope, metrics)
             asyncio.run(_serve(consumer))
     except asyncio.CancelledError:
         log.warning("stopped by a second signal; the batch in flight was abandoned and will be re-delivered")
         return 130
+    except SchemaNotReadyError as exc:
+        print(f"ledger consume: {exc.message}", file=sys.stderr)
+        return 2
     except LedgerError as exc:
         log.error("ledger error", extra={"code": exc.code, "error": exc.message})
         return 1

@@ -25,7 +25,13 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine.merkle.rfc6962 import Frontier, empty_root, verify_consistency, verify_inclusion
+from engine.merkle.rfc6962 import (
+    Frontier,
+    empty_root,
+    root_from_leaf_hashes,
+    verify_consistency,
+    verify_inclusion,
+)
 from ledger.translog.bundles import CONSISTENCY_FORMAT, INCLUSION_FORMAT
 from ledger.translog.leaves import EntryCheckError, entry_leaf_hash, hash_from_hex, recompute_entry_hash
 from ledger.translog.note import Checkpoint, NoteError, open_checkpoint
@@ -77,6 +83,83 @@ class AuditReport:
         return "\n".join(lines)
 
 
+def _split(n: int) -> int:
+    """The largest power of two below ``n`` (``n >= 2``): where RFC 6962 splits a tree of ``n`` leaves."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def inclusion_ranges(index: int, size: int) -> list[tuple[int, int]]:
+    """Leaf ranges ``[start, end)`` of the nodes of an inclusion proof, in proof order (leaf upwards)."""
+    ranges: list[tuple[int, int]] = []
+    start, end = 0, size
+    while end - start > 1:
+        mid = start + _split(end - start)
+        if index < mid:
+            ranges.append((mid, end))
+            end = mid
+        else:
+            ranges.append((start, mid))
+            start = mid
+    return ranges[::-1]
+
+
+def consistency_ranges(old_size: int, new_size: int) -> list[tuple[int, int]]:
+    """Leaf ranges of the nodes of a consistency proof ``old_size -> new_size``, in proof order."""
+    if old_size in (0, new_size):
+        return []
+    ranges: list[tuple[int, int]] = []
+    start, end, remaining, complete = 0, new_size, old_size, True
+    while remaining != end - start:
+        mid = start + _split(end - start)
+        if remaining <= mid - start:
+            ranges.append((mid, end))
+            end = mid
+        else:
+            ranges.append((start, mid))
+            remaining -= mid - start
+            start, complete = mid, False
+    if not complete:
+        ranges.append((start, end))
+    return ranges[::-1]
+
+
+def narrow_first_bad(
+    leaves: list[bytes], size: int, good_prefix: int, proven: dict[tuple[int, int], bytes]
+) -> tuple[int, int]:
+    """``(lo, hi)``: 0-based bounds of the first leaf of ``leaves[:size]`` that differs from the signed tree.
+
+    ``proven`` maps leaf ranges to hashes proven (by verified proofs) to be nodes of the signed tree
+    of ``size`` leaves; ``good_prefix`` leaves are known good (an earlier checkpoint matched). A
+    proven node the recomputed leaves reproduce marks its range good; one they do not contains a
+    bad leaf. The first bad leaf is the first leaf not known good, and at most the last leaf not
+    known good in the smallest differing range (the whole tree differs, so one always exists).
+    """
+    good: list[tuple[int, int]] = [(0, good_prefix)]
+    differing: list[tuple[int, int]] = [(0, size)]
+    for (start, end), value in proven.items():
+        if not 0 <= start < end <= size:
+            continue
+        if root_from_leaf_hashes(leaves[start:end]) == value:
+            good.append((start, end))
+        else:
+            differing.append((start, end))
+
+    def is_good(index: int) -> bool:
+        return any(start <= index < end for start, end in good)
+
+    lo = good_prefix
+    while lo < size and is_good(lo):
+        lo += 1
+    hi = size - 1
+    for start, end in differing:
+        last = end - 1
+        while last >= start and is_good(last):
+            last -= 1
+        if start <= last < hi:
+            hi = last
+    return lo, max(lo, hi)
+
+
 class _Reject(Exception):
     """A check failed; the message says why."""
 
@@ -110,6 +193,13 @@ class LogAuditor:
         self.report = AuditReport()
         self.checkpoints: dict[int, tuple[bytes, str]] = {}  # size -> (root, where it came from)
         self._edges: set[tuple[int, int]] = set()  # (old, new): old tree proven a prefix of new
+        # size -> {leaf range: hash} proven (by a verified proof) to be a node of that signed tree
+        self._proven: dict[int, dict[tuple[int, int], bytes]] = {}
+
+    def _remember(self, size: int, ranges: list[tuple[int, int]], hashes: list[bytes]) -> None:
+        nodes = self._proven.setdefault(size, {})
+        for key, value in zip(ranges, hashes, strict=False):
+            nodes[key] = value
 
     # --- recording --------------------------------------------------------------------
 
@@ -221,6 +311,7 @@ class LogAuditor:
         self._signed_root(subject, size, root, bundle.get("checkpoint"), "tree")
         if not verify_inclusion(leaf, index, size, path, root):
             raise _Reject(f"inclusion path does not lead from leaf {index} to the signed root of size {size}")
+        self._remember(size, [(index, index + 1), *inclusion_ranges(index, size)], [leaf, *path])
         self._ok(subject, f"{where} is leaf {index} of the signed tree of size {size}")
 
     def _check_consistency(self, subject: str, bundle: dict[str, Any]) -> None:
@@ -236,6 +327,10 @@ class LogAuditor:
         if not verify_consistency(old_size, new_size, old_root, new_root, path):
             raise _Reject(f"consistency proof from size {old_size} to size {new_size} does not verify")
         self._edges.add((old_size, new_size))
+        ranges = consistency_ranges(old_size, new_size)
+        self._remember(new_size, ranges, path)
+        old_nodes = [(key, value) for key, value in zip(ranges, path, strict=False) if key[1] <= old_size]
+        self._remember(old_size, [key for key, _ in old_nodes], [value for _, value in old_nodes])
         self._ok(subject, f"tree of size {old_size} is a prefix of the tree of size {new_size}")
 
     # --- exported entries -------------------------------------------------------------
@@ -248,6 +343,7 @@ class LogAuditor:
         frontier = Frontier()
         pending = sorted(size for size in self.checkpoints if size > 0)
         matched: list[int] = []
+        leaves: list[bytes] = []
         first_bad: int | None = None
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -261,7 +357,8 @@ class LogAuditor:
                 raise _Reject(
                     f"line {number}: global_seq {entry['global_seq']}, expected {frontier.size + 1}"
                 )
-            frontier = frontier.append(entry_leaf_hash(entry_hash))
+            leaves.append(entry_leaf_hash(entry_hash))
+            frontier = frontier.append(leaves[-1])
             while pending and pending[0] == frontier.size:
                 size = pending.pop(0)
                 if frontier.root() == self.checkpoints[size][0]:
@@ -269,11 +366,14 @@ class LogAuditor:
                 elif first_bad is None:
                     first_bad = size
                     after = matched[-1] if matched else 0
+                    lo, hi = narrow_first_bad(leaves, size, after, self._proven.get(size, {}))
+                    where = f"is global_seq {lo + 1}" if lo == hi else f"has global_seq in {lo + 1}..{hi + 1}"
                     self._fail(
                         subject,
                         f"entries 1..{size} hash to root {'0x' + frontier.root().hex()}, but the checkpoint "
                         f"of size {size} ({self.checkpoints[size][1]}) signed 0x{self.checkpoints[size][0].hex()}; "
-                        f"the first altered entry has global_seq in {after + 1}..{size}",
+                        f"the first altered entry {where} (narrowed with "
+                        f"{len(self._proven.get(size, {}))} proven node(s) of that tree)",
                     )
         for size in matched[:-1]:
             self._edges.add((size, matched[-1]))

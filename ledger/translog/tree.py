@@ -25,7 +25,6 @@ from engine.merkle.rfc6962 import (
     perfect_subtree_ranges,
     root_from_subtrees,
 )
-from ledger.connect import APPEND_LOCK_KEY
 from ledger.models import STORE_SCHEMA
 from ledger.translog.db import Database, run, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
@@ -62,7 +61,7 @@ def node_key(start: int, end: int) -> tuple[int, int]:
 
 def lock_appends(db: Database) -> None:
     """Take the store's append lock for the rest of the current transaction."""
-    run(db, "SELECT pg_advisory_xact_lock(%(key)s)", {"key": APPEND_LOCK_KEY})
+    run(db, f"LOCK TABLE {STORE_SCHEMA}.append_lock IN EXCLUSIVE MODE")
 
 
 def tree_size(db: Database) -> int:

@@ -61,6 +61,7 @@ class _Target:
     label: str
     tree_size: int
     root_hash: bytes
+    external: bool = False  # an exported note the caller supplied, not a row of this database
 
 
 def default_public_key() -> Ed25519PublicKey | None:
@@ -135,7 +136,7 @@ def _collect_targets(
         label = f"exported checkpoint {name}"
         opened = _open(label, note, public_key, problems)
         if opened is not None:
-            targets.append(_Target(label, opened.tree_size, opened.root_hash))
+            targets.append(_Target(label, opened.tree_size, opened.root_hash, external=True))
     by_size: dict[int, _Target] = {}
     for target in targets:
         seen = by_size.setdefault(target.tree_size, target)
@@ -239,11 +240,13 @@ def verify_checkpoints(
         targets = _collect_targets(connection, key, external_notes, problems)
         scan = _Scan(tree_size(connection))
         pending = list(targets)
-        last_good = 0
+        matched: list[_Target] = []
+        # After a split view the database's own checkpoints may be re-signed: only exported ones bound a range.
+        split = any(problem.code == "split_view" for problem in problems)
         while pending and pending[0].tree_size == 0:
             item = pending.pop(0)
             if item.root_hash != empty_root():
-                problems.append(_root_problem(item, empty_root(), scan, 0))
+                problems.append(_root_problem(item, empty_root(), scan, matched, split))
         gap = False
         while not gap:
             rows = read_entries(connection, scan.frontier.size, SCAN_BATCH)
@@ -264,9 +267,9 @@ def verify_checkpoints(
                     item = pending.pop(0)
                     root = scan.frontier.root()
                     if root == item.root_hash:
-                        last_good = item.tree_size
+                        matched.append(item)
                     else:
-                        problems.append(_root_problem(item, root, scan, last_good))
+                        problems.append(_root_problem(item, root, scan, matched, split))
         problems.extend(scan.problems)
         stored = scan.frontier.size
         for item in pending:
@@ -298,7 +301,7 @@ def verify_checkpoints(
     return problems
 
 
-def _root_problem(item: _Target, root: bytes, scan: _Scan, last_good: int) -> Problem:
+def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target], split: bool) -> Problem:
     head = f"{item.label} (size {item.tree_size}) signs root 0x{item.root_hash.hex()}, but the stored entries hash to 0x{root.hex()}"
     if scan.first_bad is not None and scan.first_bad[0] <= item.tree_size:
         seq, submission = scan.first_bad
@@ -309,9 +312,17 @@ def _root_problem(item: _Target, root: bytes, scan: _Scan, last_good: int) -> Pr
             submission,
             item.label,
         )
+    # Only a checkpoint of a smaller size that still matches bounds the range from below; one of the
+    # same size that matches is the other half of a split view and bounds nothing.
+    below = [m for m in matched if m.tree_size < item.tree_size and (m.external or not split)]
+    bound = max(below, key=lambda m: m.tree_size) if below else None
+    first = bound.tree_size + 1 if bound else 1
+    why = f" ({bound.label} of size {bound.tree_size} still matches)" if bound else ""
+    if split:
+        why += "; the log signed two roots for one size, so only exported checkpoints bound it"
     return Problem(
         "checkpoint_root_mismatch",
         f"{head}; the stored tree matches the entries, so it was rewritten too: the altered entry "
-        f"has global_seq in {last_good + 1}..{item.tree_size}",
+        f"has global_seq in {first}..{item.tree_size}{why}",
         checkpoint=item.label,
     )

@@ -1,7 +1,7 @@
 """Verified Cournot PoR packs: the ``por.verified`` entry kind, status ``por_verified``, and the view.
 
 Revision ID: 0006
-Revises: 0003_translog
+Revises: 0005
 Create Date: 2026-11-24
 
 A PoR-pack record (``consumers/por_envelope.py``) becomes a submission of status ``por_verified``
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0006"
-down_revision: str | None = "0003_translog"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

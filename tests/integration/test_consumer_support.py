@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from sqlalchemy.engine import make_url
 
 from consumers.publisher import publish_documents
+from ledger.migration import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = json.loads((ROOT / "tests" / "data" / "cournot_minimal.json").read_text())
@@ -202,7 +203,9 @@ class ConsumerProcess:
 
 
 def consumer_env(bootstrap: str, database_url: str, topic: str, **extra: str) -> dict[str, str]:
-    """Environment for ``ledger consume`` against the test services."""
+    """Environment for ``ledger consume`` against the test services; migrates the database to head
+    first, as ``ledger migrate`` would (``ledger consume`` never migrates)."""
+    upgrade(database_url)
     return {
         "LEDGER_KAFKA_BOOTSTRAP": bootstrap,
         "LEDGER_DATABASE_URL": database_url,

@@ -170,3 +170,36 @@ def test_verify_log_command_reports_the_tampered_entry(
     out = capsys.readouterr()
     assert f"entry global_seq {TAMPERED_SEQ}, submission {submission}" in out.out
     assert "does not verify against checkpoint" in out.err
+
+
+def test_after_a_re_signed_rewrite_the_range_is_possible_and_bounded_by_exported_checkpoints_only(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    ledger_store.append(audited("t1"))
+    early = create_checkpoint(engine, key)  # exported: 6 entries, before the tampered one
+    ledger_store.append(audited("t2"))
+    middle = create_checkpoint(engine, key)  # stays in the database only: 12 entries
+    ledger_store.append(audited("t3"))
+    exported = create_checkpoint(engine, key).note
+    size = early.tree_size + 12
+    assert (early.tree_size, middle.tree_size) == (6, 12) and early.tree_size < TAMPERED_SEQ
+    _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
+    _superuser(
+        migrated_database_url,
+        ("DELETE FROM ledger_store.merkle_nodes", ()),
+        ("DELETE FROM ledger_store.merkle_checkpoints", ()),
+    )
+    with engine.begin() as connection:
+        catch_up_tree(connection)
+    create_checkpoint(engine, key)  # the key holder re-signs the rewritten history at the same size
+    notes = [("early.note", early.note), ("cp.note", exported)]
+    problems = verify_checkpoints(engine, public_key=key.public_key(), external_notes=notes)
+    (mismatch,) = [p for p in problems if p.code == "checkpoint_root_mismatch"]
+    assert (
+        f"has global_seq in {early.tree_size + 1}..{size} (exported checkpoint early.note" in mismatch.message
+    )
+    only_final = verify_checkpoints(
+        engine, public_key=key.public_key(), external_notes=[("cp.note", exported)]
+    )
+    (mismatch,) = [p for p in only_final if p.code == "checkpoint_root_mismatch"]
+    assert f"has global_seq in 1..{size};" in mismatch.message  # was "global_seq in {size + 1}..{size}"

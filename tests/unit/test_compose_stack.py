@@ -63,12 +63,15 @@ def test_host_ports_do_not_collide() -> None:
     assert len(host_ports) == len(set(host_ports))
 
 
+def _database(env: dict[str, str]) -> Any:
+    return urlparse(env["LEDGER_DATABASE_URL"].replace("postgresql+psycopg", "postgresql"))
+
+
 def test_consumer_environment_points_at_the_stack() -> None:
     env = SERVICES["consumer"]["environment"]
-    database = urlparse(env["LEDGER_DATABASE_URL"].replace("postgresql+psycopg", "postgresql"))
+    database = _database(env)
     pg_env = SERVICES["postgres"]["environment"]
     assert database.hostname == "postgres"
-    assert (database.username, database.password) == (pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"])
     assert database.path.lstrip("/") == pg_env["POSTGRES_DB"]
     bootstrap_host, bootstrap_port = env["LEDGER_KAFKA_BOOTSTRAP"].split(":")
     assert (
@@ -76,7 +79,29 @@ def test_consumer_environment_points_at_the_stack() -> None:
         in SERVICES["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     )
     assert urlparse(env["LEDGER_REDIS_URL"]).hostname == "redis"
-    assert SERVICES["migrate"]["environment"] == env
+    migrate_env = SERVICES["migrate"]["environment"]
+    assert {k: v for k, v in migrate_env.items() if k != "LEDGER_DATABASE_URL"} == {
+        k: v for k, v in env.items() if k != "LEDGER_DATABASE_URL"
+    }
+
+
+def test_migration_runs_as_the_owner_and_the_consumer_as_a_writer_login() -> None:
+    pg_env = SERVICES["postgres"]["environment"]
+    owner = _database(SERVICES["migrate"]["environment"])
+    assert (owner.username, owner.password) == (pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"])
+    consumer = _database(SERVICES["consumer"]["environment"])
+    assert consumer.username != pg_env["POSTGRES_USER"]
+    assert (consumer.hostname, consumer.path) == (owner.hostname, owner.path)
+    mounts = [v.split(":") for v in SERVICES["postgres"]["volumes"] if v.startswith(".")]
+    [(host_dir, container_dir, *_)] = mounts
+    assert container_dir == "/docker-entrypoint-initdb.d"
+    init_sql = " ".join(p.read_text() for p in sorted((ROOT / host_dir).glob("*.sql")))
+    statement = re.search(
+        rf"CREATE ROLE {consumer.username} LOGIN PASSWORD '([^']*)' IN ROLE (\w+);", init_sql
+    )
+    assert statement is not None and statement.groups() == (consumer.password, "ledger_writer")
+    for role in ("ledger_owner", "ledger_writer", "ledger_reader"):
+        assert f"CREATE ROLE {role} NOLOGIN;" in init_sql
 
 
 def test_consumer_waits_for_migration_and_healthy_dependencies() -> None:

@@ -343,3 +343,59 @@ def test_garbage_entry_lines_fail_cleanly(lines: list[bytes]) -> None:
     auditor.check_entries("garbage", lines)
     auditor.check_history()
     assert not auditor.report.ok
+
+
+# -- locating a consistent rewrite offline: proven nodes narrow it to the first bad leaf -----------
+
+
+def _rewritten(position: int) -> list[dict[str, Any]]:
+    """ENTRIES with the payload at ``position`` (0-based) changed and every hash recomputed."""
+    rewritten = copy.deepcopy(ENTRIES)
+    previous: dict[str, str] = {}
+    for index, entry in enumerate(rewritten):
+        if index == position:
+            entry["payload_canonical"] = json.dumps({"n": index, "rewritten": True}, separators=(",", ":"))
+            entry["payload_hash"] = payload_hash(entry["payload_canonical"])
+        stream = entry["submission_id"]
+        entry["prev_hash"] = previous.get(stream, GENESIS_PREV_HASH)
+        entry["entry_hash"] = entry_hash(
+            stream, entry["stream_seq"], entry["kind"], entry["payload_hash"], entry["prev_hash"], "engine-1"
+        )
+        previous[stream] = entry["entry_hash"]
+    return rewritten
+
+
+def test_proof_node_ranges_match_the_engine_proofs() -> None:
+    from ledger.translog.audit import consistency_ranges, inclusion_ranges
+
+    for size in range(1, len(LEAVES) + 1):
+        for index in range(size):
+            ranges = inclusion_ranges(index, size)
+            assert [root_from_leaf_hashes(LEAVES[s:e]) for s, e in ranges] == inclusion_proof(
+                LEAVES[:size], index
+            )
+        for old in range(size + 1):
+            ranges = consistency_ranges(old, size)
+            assert [root_from_leaf_hashes(LEAVES[s:e]) for s, e in ranges] == consistency_proof(
+                LEAVES, old, size
+            )
+
+
+def _locate(entries: list[dict[str, Any]], *inclusions: tuple[int, int]) -> str:
+    auditor = _auditor()
+    for index, size in inclusions:
+        auditor.check_bundle(f"inclusion {index}/{size}", _inclusion(index, size))
+    auditor.check_entries("entries.jsonl", _entries_lines(entries))
+    (failure, *_) = auditor.report.failures
+    return failure.message
+
+
+def test_a_consistent_rewrite_is_located_between_checkpoints_without_proofs() -> None:
+    assert "the first altered entry has global_seq in 9..13" in _locate(_rewritten(9))
+
+
+def test_inclusion_proofs_narrow_a_consistent_rewrite_down_to_the_first_bad_leaf() -> None:
+    assert "has global_seq in 9..12" in _locate(_rewritten(9), (12, 13))
+    message = _locate(_rewritten(9), (12, 13), (9, 13))
+    assert "the first altered entry is global_seq 10 " in message and "proven node(s)" in message
+    assert "is global_seq 13 " in _locate(_rewritten(12), (0, 13), (12, 13))

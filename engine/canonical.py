@@ -72,7 +72,47 @@ def _child(path: str, key: object) -> str:
 
 
 def canonicalize_value(value: Any, path: str = "$") -> Any:
-    """Return a plain JSON-ready value following the canonical rules, or raise with the path."""
+    """Return a plain JSON-ready value following the canonical rules, or raise with the path.
+
+    A one-pass walk without path bookkeeping handles the common exact types; anything else (enums,
+    bytes, int keys, subclasses, NaN) and every error goes through the reference walk, which the
+    fast one is property-tested against and which names the JSON path of the offending value.
+    """
+    try:
+        return _plain(value)
+    except (_NeedsSlowPath, RecursionError):
+        return _canonicalize_reference(value, path)
+
+
+def _plain(value: Any) -> Any:
+    """Fast :func:`canonicalize_value` for exact built-in types and models; raises ``_NeedsSlowPath``."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            if type(key) is not str:
+                raise _NeedsSlowPath
+            out[key] = _plain(item)
+        return out
+    if kind is list or kind is tuple:
+        return [_plain(item) for item in value]
+    if kind is float:
+        if value != value or value in _INFINITIES:
+            raise _NeedsSlowPath
+        return value
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+    if kind is datetime:
+        return format_datetime_canonical(value)
+    raise _NeedsSlowPath
+
+
+def _canonicalize_reference(value: Any, path: str = "$") -> Any:
+    """The reference walk: exact rules, with the JSON path in every error."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -88,17 +128,17 @@ def canonicalize_value(value: Any, path: str = "$") -> Any:
                 continue
             if not isinstance(key, (str, int)) or isinstance(key, bool):
                 raise CanonicalizationError(f"dict key {key!r} must be str or int", path)
-            out[key] = canonicalize_value(item, _child(path, key))
+            out[key] = _canonicalize_reference(item, _child(path, key))
         return out
     if isinstance(value, (list, tuple)):
-        return [canonicalize_value(item, _child(path, index)) for index, item in enumerate(value)]
+        return [_canonicalize_reference(item, _child(path, index)) for index, item in enumerate(value)]
     if isinstance(value, BaseModel):
         dumped = _dump_model(value, path)
-        return canonicalize_value(dumped, path)
+        return _canonicalize_reference(dumped, path)
     if isinstance(value, datetime):
         return format_datetime_canonical(value)
     if isinstance(value, Enum):
-        return canonicalize_value(value.value, path)
+        return _canonicalize_reference(value.value, path)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()
     raise CanonicalizationError(
@@ -191,7 +231,7 @@ def dumps_canonical(value: Any) -> str:
 
 
 def _dumps_reference(value: Any) -> str:
-    plain = canonicalize_value(value)
+    plain = _canonicalize_reference(value)
     try:
         return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except TypeError as exc:  # mixed int and str keys cannot be sorted

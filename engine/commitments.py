@@ -13,10 +13,12 @@ Every Merkle root is reported with its leaf count, because Cournot's duplicate-l
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from engine.canonical import from_hex, hash_canonical, to_hex
+from engine.canonical import canonical_bytes_of_plain, canonicalize_value, from_hex, hash_canonical, to_hex
 from engine.merkle.cournot import compute_por_root, cournot_root
 from engine.schemas import (
     DeterministicVerdict,
@@ -38,6 +40,7 @@ __all__ = [
     "reasoning_leaf_hashes",
     "reasoning_root",
     "step_hash",
+    "step_preimages",
     "verdict_hash",
 ]
 
@@ -47,6 +50,25 @@ def step_hash(step: ReasoningStep) -> str:
     if step.hash_commitment is not None:
         step = step.model_copy(update={"hash_commitment": None})
     return to_hex(hash_canonical(step))
+
+
+def step_preimages(steps: Sequence[ReasoningStep]) -> tuple[list[Any], list[bytes]]:
+    """Each step's canonical plain value and canonical bytes (the step-hash preimage), made once.
+
+    The plain values are what :func:`engine.canonical.canonicalize_value` returns for the step, so
+    reports reuse them instead of walking the steps again; ``hash_commitment`` is never part of
+    the preimage (a step carrying one is committed as :func:`step_hash` does).
+    """
+    plains: list[Any] = []
+    preimages: list[bytes] = []
+    for step in steps:
+        committed = (
+            step if step.hash_commitment is None else step.model_copy(update={"hash_commitment": None})
+        )
+        plain = canonicalize_value(committed)
+        plains.append(plain)
+        preimages.append(canonical_bytes_of_plain(plain))
+    return plains, preimages
 
 
 def prompt_spec_hash(prompt_spec: PromptSpec) -> str:
@@ -98,11 +120,14 @@ class InputCommitments:
     reasoning_root: str
     reasoning_leaf_count: int
     step_hashes: tuple[str, ...]
+    step_canonical: tuple[bytes, ...] = ()
+    """Canonical UTF-8 bytes of each step (the preimage of its hash), for the ledger to store."""
 
 
 def commit_inputs(prompt_spec: PromptSpec, bundle: EvidenceBundle, trace: ReasoningTrace) -> InputCommitments:
     """Hash the prompt spec, every evidence item and every step exactly once."""
-    hashes = tuple(step_hash(step) for step in trace.steps)
+    _, preimages = step_preimages(trace.steps)
+    hashes = tuple("0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages)
     ev_root, ev_count = evidence_root(bundle)
     return InputCommitments(
         prompt_spec_hash=prompt_spec_hash(prompt_spec),
@@ -111,6 +136,7 @@ def commit_inputs(prompt_spec: PromptSpec, bundle: EvidenceBundle, trace: Reason
         reasoning_root=to_hex(cournot_root([from_hex(value) for value in hashes])),
         reasoning_leaf_count=len(hashes),
         step_hashes=hashes,
+        step_canonical=tuple(preimages),
     )
 
 

@@ -32,6 +32,7 @@ from engine.schemas import (
     ReasoningStep,
     StepType,
 )
+from engine.schemas.common import trusted
 
 __all__ = ["build_steps", "plan_chunks"]
 
@@ -76,14 +77,15 @@ class _Steps:
         prior: Iterable[str],
     ) -> str:
         step_id = f"step_{len(self.steps) + 1:04d}"
-        cited = list(dict.fromkeys(evidence_ids)) or self.all_ids
+        cited = list(dict.fromkeys(evidence_ids)) or list(self.all_ids)
         self.steps.append(
-            ReasoningStep(
+            trusted(
+                ReasoningStep,
                 step_id=step_id,
                 type=step_type,
-                inputs=inputs,
+                inputs=dict(inputs),
                 action=action,
-                output=output,
+                output=dict(output),
                 evidence_ids=cited,
                 prior_step_ids=list(dict.fromkeys(prior)),
             )

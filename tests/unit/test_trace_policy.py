@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.auditor import AuditorAgent, TracePolicyVerifier
 from engine.commitments import step_hash
@@ -197,3 +199,33 @@ def test_steps_given_as_plain_dicts_and_garbage_are_checked_field_by_field(
     assert "trace.step_schema" in failed_ids(result)
     empty = verify(spec, bundle, rebuilt(trace, []))
     assert failed_ids(empty) == ["trace.final_evaluation_variables"]
+
+
+_scan_keys = st.sampled_from(["a", "b", "external_facts", "web_search", "llm_knowledge", "z"])
+_scan_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_scan_keys, children, max_size=3),
+    max_leaves=40,
+)
+
+
+@given(_scan_values)
+@settings(max_examples=400)
+def test_external_fact_presence_scan_agrees_with_the_path_walk(value: object) -> None:
+    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, _holds_key
+
+    assert _holds_key(value, EXTERNAL_FACT_KEYS, 0) == (
+        _find_key(value, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
+    )
+
+
+def test_external_fact_scan_respects_the_depth_bound() -> None:
+    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, _holds_key
+
+    for depth in (15, 16, 17, 18):
+        nested: object = {"web_search": 1}
+        for _ in range(depth):
+            nested = {"a": [nested]}
+        assert _holds_key(nested, EXTERNAL_FACT_KEYS, 0) == (
+            _find_key(nested, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
+        )

@@ -40,6 +40,7 @@ from engine.schemas import (
     ReasoningTrace,
     VerificationResult,
 )
+from engine.schemas.common import trusted
 
 __all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "TracePolicyVerifier"]
 
@@ -115,6 +116,29 @@ def _is_container(value: Any) -> bool:
     return kind is dict or kind is list or (kind not in _LEAF_TYPES and isinstance(value, (list, Mapping)))
 
 
+def _holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
+    """Whether :func:`_find_key` would find a key: the same walk, without paths or ordering."""
+    if depth > _MAX_SCAN_DEPTH:
+        return False
+    kind = type(value)
+    if kind is dict:
+        if not keys.isdisjoint(value):
+            return True
+        children: Any = value.values()
+    elif kind is list or isinstance(value, list):
+        children = value
+    elif _is_mapping(value):
+        if not keys.isdisjoint(value):
+            return True
+        children = value.values()
+    else:
+        return False
+    for child in children:  # noqa: SIM110 (a plain loop is faster than any() on this hot path)
+        if type(child) not in _LEAF_TYPES and _holds_key(child, keys, depth + 1):
+            return True
+    return False
+
+
 def _find_key(value: Any, keys: frozenset[str], path: str, depth: int) -> str | None:
     """Path of the first key from ``keys`` inside ``value`` (keys visited in sorted order)."""
     if depth > _MAX_SCAN_DEPTH:
@@ -155,7 +179,8 @@ class _Findings:
         details = {"leaf_index": index, "step_id": step_id, "evidence_id": evidence_id}
         self.checks.append(CheckResult.failed(check_id, message, details))
         if self.challenge is None:
-            self.challenge = ChallengeRef(
+            self.challenge = trusted(
+                ChallengeRef,
                 kind="reasoning_leaf",
                 leaf_index=index,
                 step_id=step_id or None,
@@ -207,12 +232,15 @@ class TracePolicyVerifier:
             findings.checks.append(CheckResult.passed("trace.policy", message, details))
         else:
             failed_ids = [check.check_id for check in findings.checks]
-            error = CournotError(
+            error = trusted(
+                CournotError,
                 code="trace_policy_violation",
                 message="trace violates its policy: " + ", ".join(failed_ids),
                 details={"failed_checks": failed_ids},
             )
-        return VerificationResult(ok=ok, checks=findings.checks, challenge=findings.challenge, error=error)
+        return trusted(
+            VerificationResult, ok=ok, checks=findings.checks, challenge=findings.challenge, error=error
+        )
 
     def _count(self, views: Sequence[_View], policy: Any) -> Failure:
         limit = _get(policy, "max_steps", 200)
@@ -298,6 +326,8 @@ def _external(views: Sequence[_View], allowed: bool) -> Failure:
     if allowed:
         return None
     for index, view in enumerate(views):
+        if not _holds_key(view.inputs, EXTERNAL_FACT_KEYS, 0):
+            continue
         found = _find_key(view.inputs, EXTERNAL_FACT_KEYS, "inputs", 0)
         if found:
             return index, _label(view), f"step {view.step_id} carries external facts at {found}", None

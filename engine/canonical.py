@@ -85,11 +85,16 @@ def canonicalize_value(value: Any, path: str = "$") -> Any:
         return _canonicalize_reference(value, path)
 
 
+_PASS_THROUGH = frozenset({str, int, bool})
+_PASS_THROUGH_IN_LISTS = frozenset({str, int, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
-    """Fast :func:`canonicalize_value` for exact built-in types and models; raises ``_NeedsSlowPath``."""
+    """Fast :func:`canonicalize_value` for exact built-in types and models; raises ``_NeedsSlowPath``.
+
+    Strings, ints and bools are copied in the loops without a call per leaf (the common case).
+    """
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
     if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -97,10 +102,12 @@ def _plain(value: Any) -> Any:
                 continue
             if type(key) is not str:
                 raise _NeedsSlowPath
-            out[key] = _plain(item)
+            out[key] = item if type(item) in _PASS_THROUGH else _plain(item)
         return out
     if kind is list or kind is tuple:
-        return [_plain(item) for item in value]
+        return [item if type(item) in _PASS_THROUGH_IN_LISTS else _plain(item) for item in value]
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
     if kind is float:
         if value != value or value in _INFINITIES:
             raise _NeedsSlowPath

@@ -32,7 +32,7 @@ from engine.schemas import (
     ReasoningStep,
     StepType,
 )
-from engine.schemas.common import trusted
+from engine.schemas.common import trusted_step
 
 __all__ = ["build_steps", "plan_chunks"]
 
@@ -79,15 +79,15 @@ class _Steps:
         step_id = f"step_{len(self.steps) + 1:04d}"
         cited = list(dict.fromkeys(evidence_ids)) or list(self.all_ids)
         self.steps.append(
-            trusted(
+            trusted_step(
                 ReasoningStep,
-                step_id=step_id,
-                type=step_type,
-                inputs=dict(inputs),
-                action=action,
-                output=dict(output),
-                evidence_ids=cited,
-                prior_step_ids=list(dict.fromkeys(prior)),
+                step_id,
+                step_type,
+                dict(inputs),
+                action,
+                dict(output),
+                cited,
+                list(dict.fromkeys(prior)),
             )
         )
         return step_id

@@ -77,6 +77,42 @@ def trusted(cls: type[M], **values: Any) -> M:
     return instance
 
 
+_STEP_FIELDS = frozenset({"step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids"})
+
+
+def trusted_step(
+    cls: type[M],
+    step_id: str,
+    step_type: str,
+    inputs: dict[str, Any],
+    action: str,
+    output: dict[str, Any],
+    evidence_ids: list[str],
+    prior_step_ids: list[str],
+) -> M:
+    """:func:`trusted` for a ``ReasoningStep`` built by the trace builder (no ``hash_commitment``)."""
+    instance = _new(cls)
+    _set(
+        instance,
+        "__dict__",
+        {
+            "schema_version": SCHEMA_VERSION,
+            "step_id": step_id,
+            "type": step_type,
+            "inputs": inputs,
+            "action": action,
+            "output": output,
+            "evidence_ids": evidence_ids,
+            "prior_step_ids": prior_step_ids,
+            "hash_commitment": None,
+        },
+    )
+    _set(instance, "__pydantic_fields_set__", set(_STEP_FIELDS))
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
+
+
 def trusted_check(
     cls: type[M], check_id: str, ok: bool, severity: str, message: str, details: dict[str, Any]
 ) -> M:

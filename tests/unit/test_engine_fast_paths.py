@@ -153,3 +153,14 @@ def test_pipeline_carries_each_steps_canonical_bytes_as_the_ledger_would_store_t
 def test_trusted_construction_refuses_missing_required_fields() -> None:
     with pytest.raises(TypeError, match="needs the field 'message'"):
         trusted(CheckResult, check_id="c", ok=True, severity="info", details={})
+
+
+def test_trusted_step_equals_validated_step() -> None:
+    from engine.schemas.common import trusted_step
+
+    values = {key: value for key, value in STEP.items() if key != "type"}
+    built = trusted_step(ReasoningStep, step_type="map", **values)
+    validated = ReasoningStep(**STEP)
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+    assert canonical_bytes(built) == canonical_bytes(validated)

@@ -162,6 +162,7 @@ def parse_scaling(out: str) -> Figures:
 
 SCRIPTS = [
     Script("auditor", "bench_auditor.py", ["--json"], ["--json", "--repetitions", "50"], parse_auditor),
+    Script("cournot", "bench_cournot.py", [], ["--rounds", "3"], json_line),
     Script("append", "bench_append.py", [], ["--submissions", "1000"], parse_append),
     Script("scaling", "bench_scaling.py", ["--json"], ["--json", "--quick"], parse_scaling),
     Script("replay", "bench_replay.py", [], ["--submissions", "2000"], parse_replay),
@@ -273,6 +274,14 @@ def summary_rows(runs: dict[str, Run]) -> list[list[str]]:
         ratio(auditor, 20_000),
     )
     add("auditor", "Auditor + commitments (corpus)", get("auditor", "commitments"), "bundles/s")
+    skip = get("cournot", "skipped")
+    for key, label in (("audit", "audit only"), ("full", "parse + audit + commitments")):
+        name, unit = f"Cournot side by side, {label}", "× Cournot (one process)"
+        if skip is not None:
+            rows.append([name, f"comparison skipped: {skip}", unit, "≥ 1.0", ""])
+        else:
+            value = get("cournot", f"ratio_{key}")
+            add("cournot", name, value, unit, "≥ 1.0", ratio(value, 1.0), 3)
     scaling = {row["items"]: row for row in get("scaling", "bundle_size") or []}
     five = scaling.get(5, {}).get("pipeline_bundles_per_s")
     add("scaling", "Pipeline run_pipeline, 5-item bundle", five, "bundles/s")

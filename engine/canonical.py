@@ -41,6 +41,7 @@ __all__ = [
     "from_hex",
     "hash_canonical",
     "hash_concat",
+    "plain_data",
     "sha256",
     "to_hex",
 ]
@@ -117,6 +118,28 @@ def _plain(value: Any) -> Any:
     if kind is datetime:
         return format_datetime_canonical(value)
     raise _NeedsSlowPath
+
+
+def plain_data(value: Any) -> Any:
+    """``canonicalize_value`` for pure JSON data (dicts with str keys, lists, str, int, bool, finite
+    floats, None); raises ``ValueError`` for anything else (models, datetimes, tuples, NaN...)."""
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            if type(key) is not str:
+                raise ValueError("not plain JSON data")
+            out[key] = item if type(item) in _PASS_THROUGH else plain_data(item)
+        return out
+    if kind is list:
+        return [item if type(item) in _PASS_THROUGH_IN_LISTS else plain_data(item) for item in value]
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and value == value and value not in _INFINITIES:
+        return value
+    raise ValueError("not plain JSON data")
 
 
 def _canonicalize_reference(value: Any, path: str = "$") -> Any:

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.canonical import canonical_bytes_of_plain, canonicalize_value, from_hex, hash_canonical, to_hex
+from engine.canonical import (
+    canonical_bytes_of_plain,
+    canonicalize_value,
+    from_hex,
+    hash_canonical,
+    plain_data,
+    to_hex,
+)
 from engine.merkle.cournot import compute_por_root, cournot_root
 from engine.schemas import (
     DeterministicVerdict,
@@ -50,6 +57,42 @@ def step_hash(step: ReasoningStep) -> str:
     if step.hash_commitment is not None:
         step = step.model_copy(update={"hash_commitment": None})
     return to_hex(hash_canonical(step))
+
+
+def _step_plain(step: ReasoningStep) -> dict[str, Any] | None:
+    """``canonicalize_value(step)`` read straight from the fields of a plain-data step, else None.
+
+    Applies to an exact ``ReasoningStep`` without ``hash_commitment`` whose strings and lists have
+    their declared types and whose inputs and output hold only JSON data (no models, datetimes or
+    other objects); any other step goes through the model dump. Tested equal on the corpus.
+    """
+    if type(step) is not ReasoningStep or step.hash_commitment is not None:
+        return None
+    fields = step.__dict__
+    try:
+        inputs, output = plain_data(fields["inputs"]), plain_data(fields["output"])
+    except (ValueError, RecursionError):  # not plain data: the model-dump path below decides
+        return None
+    scalars = (fields["schema_version"], fields["step_id"], fields["type"], fields["action"])
+    evidence_ids, prior_step_ids = fields["evidence_ids"], fields["prior_step_ids"]
+    if (
+        any(type(value) is not str for value in scalars)
+        or type(evidence_ids) is not list
+        or type(prior_step_ids) is not list
+        or any(type(value) is not str for value in evidence_ids)
+        or any(type(value) is not str for value in prior_step_ids)
+    ):
+        return None
+    return {
+        "schema_version": scalars[0],
+        "step_id": scalars[1],
+        "type": scalars[2],
+        "inputs": inputs,
+        "action": scalars[3],
+        "output": output,
+        "evidence_ids": list(evidence_ids),
+        "prior_step_ids": list(prior_step_ids),
+    }
 
 
 def step_preimages(steps: Sequence[ReasoningStep]) -> tuple[list[Any], list[bytes]]:

@@ -164,3 +164,26 @@ def test_trusted_step_equals_validated_step() -> None:
     assert built == validated
     assert built.model_fields_set == validated.model_fields_set
     assert canonical_bytes(built) == canonical_bytes(validated)
+
+
+@given(values)
+@settings(max_examples=500)
+def test_plain_data_equals_canonicalize_value_on_json_data(value: Any) -> None:
+    from engine.canonical import plain_data
+
+    assert plain_data(value) == canonicalize_value(value)
+
+
+@pytest.mark.parametrize("value", [(1, 2), {"a": b"x"}, [float("nan")], {1: 2}, {"d": ReasoningStep(**STEP)}])
+def test_plain_data_refuses_anything_but_json_data(value: Any) -> None:
+    from engine.canonical import plain_data
+
+    with pytest.raises(ValueError):
+        plain_data(value)
+
+
+def test_step_preimages_of_a_step_holding_a_model_or_tuple_use_the_model_dump() -> None:
+    odd = ReasoningStep(**{**STEP, "inputs": {"t": (1, None), "m": CheckResult.passed("x", "y")}})
+    plains, preimages = step_preimages([odd])
+    assert plains[0] == canonicalize_value(odd)
+    assert preimages[0] == canonical_bytes(odd)

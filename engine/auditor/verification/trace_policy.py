@@ -298,7 +298,7 @@ class TracePolicyVerifier:
             if not _VERDICT_KEYS.isdisjoint(output):
                 return False
             variables = output.get("evaluation_variables")
-            if _is_mapping(variables) and not _VERDICT_KEYS.isdisjoint(variables):
+            if variables is not None and _is_mapping(variables) and not _VERDICT_KEYS.isdisjoint(variables):
                 return False
             earlier.add(step_id)
             previous = number

@@ -38,6 +38,7 @@ from common import (  # noqa: E402
     bundle_size_cells,
     fmt,
     json_line,
+    kept_block,
     ledger_size_cells,
     load_average,
     machine_facts,
@@ -475,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{title}:\n{table}")
     if not (args.only or args.no_docs):
         DOCS.parent.mkdir(parents=True, exist_ok=True)
-        DOCS.write_text(docs_report(command, date, facts, runs, summary, end_load))
+        kept = kept_block(DOCS)  # hand-written sections (before/after studies) survive regeneration
+        DOCS.write_text(docs_report(command, date, facts, runs, summary, end_load) + kept)
         print(f"\nfull report written to {DOCS.relative_to(ROOT)}")
     if args.write_readme:
         machine = f"{facts['cpu']}, {facts['usable_cpus']} CPUs, {facts['python']}"

@@ -24,10 +24,10 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, get_args
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
@@ -114,10 +114,78 @@ def _plain(value: Any) -> Any:
             raise _NeedsSlowPath
         return value
     if isinstance(value, BaseModel):
-        return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+        names = _DIRECT_FIELDS.get(kind)
+        if names is None:
+            names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
+        if not names or value.__pydantic_extra__:
+            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+        data = value.__dict__
+        model_out: dict[str, Any] = {}
+        for name, declared in names:
+            item = data.get(name, _ABSENT)
+            if item is None:
+                continue
+            if item is _ABSENT:
+                raise _NeedsSlowPath
+            if declared is not None and not _declared_models_only(item, declared):
+                # pydantic dumps a model held in a typed field by the declared class (a subclass's
+                # extra fields are dropped): let it.
+                return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+            model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
+        return model_out
     if kind is datetime:
         return format_datetime_canonical(value)
     raise _NeedsSlowPath
+
+
+_ABSENT: Any = object()
+_DIRECT_FIELDS: dict[type, tuple[tuple[str, frozenset[type] | None], ...]] = {}
+
+
+def _declared_models_only(item: Any, declared: frozenset[type]) -> bool:
+    """Whether every model inside ``item`` (at any depth of lists and dicts) is of a declared class."""
+    kind = type(item)
+    if kind is list or kind is tuple:
+        return all(_declared_models_only(x, declared) for x in item)
+    if kind is dict:
+        return all(_declared_models_only(x, declared) for x in item.values())
+    return kind in declared or not isinstance(item, BaseModel)
+
+
+def _models_in(annotation: Any) -> frozenset[type]:
+    found: set[type] = set()
+    stack = [annotation]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            found.add(current)
+        stack.extend(get_args(current))
+    return frozenset(found)
+
+
+def _direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | None], ...]:
+    """``(field, declared model classes or None)`` when a model's dump is just its fields; () if not.
+
+    True for plain models: no aliases, excluded fields, computed fields, serializers or root
+    models. Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
+    which :func:`_plain` then canonicalises exactly as it would the dump; a field typed with models
+    is read directly only while it holds instances of exactly those classes.
+    """
+    decorators = cls.__pydantic_decorators__
+    if (
+        issubclass(cls, RootModel)
+        or cls.model_computed_fields
+        or decorators.field_serializers
+        or decorators.model_serializers
+    ):
+        return ()
+    out: list[tuple[str, frozenset[type] | None]] = []
+    for name, field in cls.model_fields.items():
+        if field.alias is not None or field.serialization_alias is not None or field.exclude:
+            return ()
+        models = _models_in(field.annotation)
+        out.append((name, models or None))
+    return tuple(out)
 
 
 def plain_data(value: Any) -> Any:

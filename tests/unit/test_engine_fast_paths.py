@@ -187,3 +187,31 @@ def test_step_preimages_of_a_step_holding_a_model_or_tuple_use_the_model_dump() 
     plains, preimages = step_preimages([odd])
     assert plains[0] == canonicalize_value(odd)
     assert preimages[0] == canonical_bytes(odd)
+
+
+def test_canonical_walk_of_every_corpus_result_equals_the_reference_walk() -> None:
+    from engine.canonical import _canonicalize_reference
+    from engine.pipeline import run_pipeline
+
+    for spec, bundle in _corpus():
+        result = run_pipeline(spec, bundle)
+        for value in (result, result.trace, result.audit_verification, result.verdict, spec, bundle):
+            fast = canonicalize_value(value)
+            assert fast == _canonicalize_reference(value)
+            assert json.dumps(fast) == json.dumps(_canonicalize_reference(value))  # same key order
+
+
+class _LoudCheck(CheckResult):
+    """A subclass with a field the declared class does not have."""
+
+    extra_note: str = "x"
+
+
+def test_a_model_subclass_in_a_typed_field_is_dumped_as_pydantic_dumps_it() -> None:
+    from engine.canonical import _canonicalize_reference
+
+    loud = _LoudCheck(check_id="c", ok=True, severity="info", message="m")
+    result = VerificationResult.model_construct(ok=True, checks=[loud], challenge=None, error=None)
+    assert canonicalize_value(result) == _canonicalize_reference(result)
+    assert "extra_note" not in json.dumps(canonicalize_value(result))
+    assert canonicalize_value({"any": loud})["any"]["extra_note"] == "x"  # untyped: by runtime class

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.canonical import (
+    canonical_bytes,
     canonical_bytes_of_plain,
     canonicalize_value,
     from_hex,
@@ -165,21 +166,25 @@ class InputCommitments:
     step_hashes: tuple[str, ...]
     step_canonical: tuple[bytes, ...] = ()
     """Canonical UTF-8 bytes of each step (the preimage of its hash), for the ledger to store."""
+    prompt_spec_canonical: bytes = b""
+    """Canonical UTF-8 bytes of the prompt spec (the preimage of ``prompt_spec_hash``)."""
 
 
 def commit_inputs(prompt_spec: PromptSpec, bundle: EvidenceBundle, trace: ReasoningTrace) -> InputCommitments:
     """Hash the prompt spec, every evidence item and every step exactly once."""
     _, preimages = step_preimages(trace.steps)
     hashes = tuple("0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages)
+    spec_bytes = canonical_bytes(prompt_spec)
     ev_root, ev_count = evidence_root(bundle)
     return InputCommitments(
-        prompt_spec_hash=prompt_spec_hash(prompt_spec),
+        prompt_spec_hash="0x" + hashlib.sha256(spec_bytes).hexdigest(),
         evidence_root=ev_root,
         evidence_leaf_count=ev_count,
         reasoning_root=to_hex(cournot_root([from_hex(value) for value in hashes])),
         reasoning_leaf_count=len(hashes),
         step_hashes=hashes,
         step_canonical=tuple(preimages),
+        prompt_spec_canonical=spec_bytes,
     )
 
 

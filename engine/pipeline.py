@@ -58,6 +58,7 @@ class PipelineResult(BaseModel):
     evaluation_variables: dict[str, Any] | None = None
     engine_version: str
     _step_canonical: tuple[bytes, ...] = PrivateAttr(default=())
+    _prompt_spec_canonical: bytes = PrivateAttr(default=b"")
 
     @property
     def step_canonical(self) -> tuple[bytes, ...]:
@@ -67,6 +68,11 @@ class PipelineResult(BaseModel):
         result built outside :func:`run_pipeline`.
         """
         return self._step_canonical
+
+    @property
+    def prompt_spec_canonical(self) -> bytes:
+        """Canonical UTF-8 bytes of the prompt spec, the preimage of ``roots.prompt_spec_hash`` (not a field)."""
+        return self._prompt_spec_canonical
 
     def canonical_json(self) -> str:
         """Canonical JSON of the whole result (the replay and determinism tests compare these bytes)."""
@@ -107,4 +113,5 @@ def run_pipeline(
         engine_version=ENGINE_VERSION,
     )
     result._step_canonical = inputs.step_canonical
+    result._prompt_spec_canonical = inputs.prompt_spec_canonical
     return result

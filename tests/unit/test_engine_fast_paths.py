@@ -215,3 +215,12 @@ def test_a_model_subclass_in_a_typed_field_is_dumped_as_pydantic_dumps_it() -> N
     assert canonicalize_value(result) == _canonicalize_reference(result)
     assert "extra_note" not in json.dumps(canonicalize_value(result))
     assert canonicalize_value({"any": loud})["any"]["extra_note"] == "x"  # untyped: by runtime class
+
+
+def test_pipeline_carries_the_prompt_spec_canonical_bytes_behind_its_hash() -> None:
+    from engine.pipeline import run_pipeline
+
+    spec, bundle = _corpus()[0]
+    result = run_pipeline(spec, bundle)
+    assert result.prompt_spec_canonical == canonical_bytes(spec)
+    assert "0x" + hashlib.sha256(result.prompt_spec_canonical).hexdigest() == result.roots.prompt_spec_hash

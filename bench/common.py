@@ -244,3 +244,15 @@ def replace_marked_block(path: Path, start_marker: str, end_marker: str, block: 
         return False
     path.write_text(text[: start + len(start_marker)] + "\n" + block.strip() + "\n" + text[end:])
     return True
+
+
+KEEP_START, KEEP_END = "<!-- kept:start -->", "<!-- kept:end -->"
+
+
+def kept_block(path: Path) -> str:
+    """The hand-written block between ``KEEP_START`` and ``KEEP_END`` in ``path`` (markers included), or ""."""
+    text = path.read_text() if path.exists() else ""
+    start, end = text.find(KEEP_START), text.find(KEEP_END)
+    if start < 0 or end < start:
+        return ""
+    return "\n" + text[start : end + len(KEEP_END)] + "\n"

@@ -38,6 +38,7 @@ from common import (  # noqa: E402
     bundle_size_cells,
     fmt,
     json_line,
+    kept_block,
     ledger_size_cells,
     load_average,
     machine_facts,
@@ -162,6 +163,7 @@ def parse_scaling(out: str) -> Figures:
 
 SCRIPTS = [
     Script("auditor", "bench_auditor.py", ["--json"], ["--json", "--repetitions", "50"], parse_auditor),
+    Script("cournot", "bench_cournot.py", [], ["--rounds", "3"], json_line),
     Script("append", "bench_append.py", [], ["--submissions", "1000"], parse_append),
     Script("scaling", "bench_scaling.py", ["--json"], ["--json", "--quick"], parse_scaling),
     Script("replay", "bench_replay.py", [], ["--submissions", "2000"], parse_replay),
@@ -273,6 +275,14 @@ def summary_rows(runs: dict[str, Run]) -> list[list[str]]:
         ratio(auditor, 20_000),
     )
     add("auditor", "Auditor + commitments (corpus)", get("auditor", "commitments"), "bundles/s")
+    skip = get("cournot", "skipped")
+    for key, label in (("audit", "audit only"), ("full", "parse + audit + commitments")):
+        name, unit = f"Cournot side by side, {label}", "× Cournot (one process)"
+        if skip is not None:
+            rows.append([name, f"comparison skipped: {skip}", unit, "≥ 1.0", ""])
+        else:
+            value = get("cournot", f"ratio_{key}")
+            add("cournot", name, value, unit, "≥ 1.0", ratio(value, 1.0), 3)
     scaling = {row["items"]: row for row in get("scaling", "bundle_size") or []}
     five = scaling.get(5, {}).get("pipeline_bundles_per_s")
     add("scaling", "Pipeline run_pipeline, 5-item bundle", five, "bundles/s")
@@ -466,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{title}:\n{table}")
     if not (args.only or args.no_docs):
         DOCS.parent.mkdir(parents=True, exist_ok=True)
-        DOCS.write_text(docs_report(command, date, facts, runs, summary, end_load))
+        kept = kept_block(DOCS)  # hand-written sections (before/after studies) survive regeneration
+        DOCS.write_text(docs_report(command, date, facts, runs, summary, end_load) + kept)
         print(f"\nfull report written to {DOCS.relative_to(ROOT)}")
     if args.write_readme:
         machine = f"{facts['cpu']}, {facts['usable_cpus']} CPUs, {facts['python']}"

@@ -24,22 +24,24 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, get_args
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
 __all__ = [
     "CanonicalizationError",
     "canonical_bytes",
+    "canonical_bytes_of_plain",
     "canonicalize_value",
     "dumps_canonical",
     "format_datetime_canonical",
     "from_hex",
     "hash_canonical",
     "hash_concat",
+    "plain_data",
     "sha256",
     "to_hex",
 ]
@@ -72,7 +74,144 @@ def _child(path: str, key: object) -> str:
 
 
 def canonicalize_value(value: Any, path: str = "$") -> Any:
-    """Return a plain JSON-ready value following the canonical rules, or raise with the path."""
+    """Return a plain JSON-ready value following the canonical rules, or raise with the path.
+
+    A one-pass walk without path bookkeeping handles the common exact types; anything else (enums,
+    bytes, int keys, subclasses, NaN) and every error goes through the reference walk, which the
+    fast one is property-tested against and which names the JSON path of the offending value.
+    """
+    try:
+        return _plain(value)
+    except (_NeedsSlowPath, RecursionError):
+        return _canonicalize_reference(value, path)
+
+
+_PASS_THROUGH = frozenset({str, int, bool})
+_PASS_THROUGH_IN_LISTS = frozenset({str, int, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """Fast :func:`canonicalize_value` for exact built-in types and models; raises ``_NeedsSlowPath``.
+
+    Strings, ints and bools are copied in the loops without a call per leaf (the common case).
+    """
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            if type(key) is not str:
+                raise _NeedsSlowPath
+            out[key] = item if type(item) in _PASS_THROUGH else _plain(item)
+        return out
+    if kind is list or kind is tuple:
+        return [item if type(item) in _PASS_THROUGH_IN_LISTS else _plain(item) for item in value]
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value != value or value in _INFINITIES:
+            raise _NeedsSlowPath
+        return value
+    if isinstance(value, BaseModel):
+        names = _DIRECT_FIELDS.get(kind)
+        if names is None:
+            names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
+        if not names or value.__pydantic_extra__:
+            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+        data = value.__dict__
+        model_out: dict[str, Any] = {}
+        for name, declared in names:
+            item = data.get(name, _ABSENT)
+            if item is None:
+                continue
+            if item is _ABSENT:
+                raise _NeedsSlowPath
+            if declared is not None and not _declared_models_only(item, declared):
+                # pydantic dumps a model held in a typed field by the declared class (a subclass's
+                # extra fields are dropped): let it.
+                return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+            model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
+        return model_out
+    if kind is datetime:
+        return format_datetime_canonical(value)
+    raise _NeedsSlowPath
+
+
+_ABSENT: Any = object()
+_DIRECT_FIELDS: dict[type, tuple[tuple[str, frozenset[type] | None], ...]] = {}
+
+
+def _declared_models_only(item: Any, declared: frozenset[type]) -> bool:
+    """Whether every model inside ``item`` (at any depth of lists and dicts) is of a declared class."""
+    kind = type(item)
+    if kind is list or kind is tuple:
+        return all(_declared_models_only(x, declared) for x in item)
+    if kind is dict:
+        return all(_declared_models_only(x, declared) for x in item.values())
+    return kind in declared or not isinstance(item, BaseModel)
+
+
+def _models_in(annotation: Any) -> frozenset[type]:
+    found: set[type] = set()
+    stack = [annotation]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            found.add(current)
+        stack.extend(get_args(current))
+    return frozenset(found)
+
+
+def _direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | None], ...]:
+    """``(field, declared model classes or None)`` when a model's dump is just its fields; () if not.
+
+    True for plain models: no aliases, excluded fields, computed fields, serializers or root
+    models. Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
+    which :func:`_plain` then canonicalises exactly as it would the dump; a field typed with models
+    is read directly only while it holds instances of exactly those classes.
+    """
+    decorators = cls.__pydantic_decorators__
+    if (
+        issubclass(cls, RootModel)
+        or cls.model_computed_fields
+        or decorators.field_serializers
+        or decorators.model_serializers
+    ):
+        return ()
+    out: list[tuple[str, frozenset[type] | None]] = []
+    for name, field in cls.model_fields.items():
+        if field.alias is not None or field.serialization_alias is not None or field.exclude:
+            return ()
+        models = _models_in(field.annotation)
+        out.append((name, models or None))
+    return tuple(out)
+
+
+def plain_data(value: Any) -> Any:
+    """``canonicalize_value`` for pure JSON data (dicts with str keys, lists, str, int, bool, finite
+    floats, None); raises ``ValueError`` for anything else (models, datetimes, tuples, NaN...)."""
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            if type(key) is not str:
+                raise ValueError("not plain JSON data")
+            out[key] = item if type(item) in _PASS_THROUGH else plain_data(item)
+        return out
+    if kind is list:
+        return [item if type(item) in _PASS_THROUGH_IN_LISTS else plain_data(item) for item in value]
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and value == value and value not in _INFINITIES:
+        return value
+    raise ValueError("not plain JSON data")
+
+
+def _canonicalize_reference(value: Any, path: str = "$") -> Any:
+    """The reference walk: exact rules, with the JSON path in every error."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -88,17 +227,17 @@ def canonicalize_value(value: Any, path: str = "$") -> Any:
                 continue
             if not isinstance(key, (str, int)) or isinstance(key, bool):
                 raise CanonicalizationError(f"dict key {key!r} must be str or int", path)
-            out[key] = canonicalize_value(item, _child(path, key))
+            out[key] = _canonicalize_reference(item, _child(path, key))
         return out
     if isinstance(value, (list, tuple)):
-        return [canonicalize_value(item, _child(path, index)) for index, item in enumerate(value)]
+        return [_canonicalize_reference(item, _child(path, index)) for index, item in enumerate(value)]
     if isinstance(value, BaseModel):
         dumped = _dump_model(value, path)
-        return canonicalize_value(dumped, path)
+        return _canonicalize_reference(dumped, path)
     if isinstance(value, datetime):
         return format_datetime_canonical(value)
     if isinstance(value, Enum):
-        return canonicalize_value(value.value, path)
+        return _canonicalize_reference(value.value, path)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()
     raise CanonicalizationError(
@@ -191,7 +330,7 @@ def dumps_canonical(value: Any) -> str:
 
 
 def _dumps_reference(value: Any) -> str:
-    plain = canonicalize_value(value)
+    plain = _canonicalize_reference(value)
     try:
         return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except TypeError as exc:  # mixed int and str keys cannot be sorted
@@ -286,6 +425,23 @@ def canonical_bytes(value: Any) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise CanonicalizationError("string holds a lone surrogate, not valid UTF-8", "$") from exc
+
+
+def canonical_bytes_of_plain(plain: Any) -> bytes:
+    """Canonical bytes of a value :func:`canonicalize_value` already returned (no second walk).
+
+    Such a value holds no None inside dicts, no NaN, no models; orjson with sorted keys gives the
+    canonical bytes unless a small float could be formatted differently or orjson refuses the
+    value (big ints), in which case the reference serialiser decides. Property-tested against
+    :func:`canonical_bytes`.
+    """
+    try:
+        fast = orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        fast = None
+    if fast is not None and not _may_hold_small_float(fast):
+        return fast
+    return canonical_bytes(plain)
 
 
 def sha256(data: bytes) -> bytes:

@@ -13,10 +13,20 @@ Every Merkle root is reported with its leaf count, because Cournot's duplicate-l
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from engine.canonical import from_hex, hash_canonical, to_hex
+from engine.canonical import (
+    canonical_bytes,
+    canonical_bytes_of_plain,
+    canonicalize_value,
+    from_hex,
+    hash_canonical,
+    plain_data,
+    to_hex,
+)
 from engine.merkle.cournot import compute_por_root, cournot_root
 from engine.schemas import (
     DeterministicVerdict,
@@ -38,6 +48,7 @@ __all__ = [
     "reasoning_leaf_hashes",
     "reasoning_root",
     "step_hash",
+    "step_preimages",
     "verdict_hash",
 ]
 
@@ -47,6 +58,61 @@ def step_hash(step: ReasoningStep) -> str:
     if step.hash_commitment is not None:
         step = step.model_copy(update={"hash_commitment": None})
     return to_hex(hash_canonical(step))
+
+
+def _step_plain(step: ReasoningStep) -> dict[str, Any] | None:
+    """``canonicalize_value(step)`` read straight from the fields of a plain-data step, else None.
+
+    Applies to an exact ``ReasoningStep`` without ``hash_commitment`` whose strings and lists have
+    their declared types and whose inputs and output hold only JSON data (no models, datetimes or
+    other objects); any other step goes through the model dump. Tested equal on the corpus.
+    """
+    if type(step) is not ReasoningStep or step.hash_commitment is not None:
+        return None
+    fields = step.__dict__
+    try:
+        inputs, output = plain_data(fields["inputs"]), plain_data(fields["output"])
+    except (ValueError, RecursionError):  # not plain data: the model-dump path below decides
+        return None
+    scalars = (fields["schema_version"], fields["step_id"], fields["type"], fields["action"])
+    evidence_ids, prior_step_ids = fields["evidence_ids"], fields["prior_step_ids"]
+    if (
+        any(type(value) is not str for value in scalars)
+        or type(evidence_ids) is not list
+        or type(prior_step_ids) is not list
+        or any(type(value) is not str for value in evidence_ids)
+        or any(type(value) is not str for value in prior_step_ids)
+    ):
+        return None
+    return {
+        "schema_version": scalars[0],
+        "step_id": scalars[1],
+        "type": scalars[2],
+        "inputs": inputs,
+        "action": scalars[3],
+        "output": output,
+        "evidence_ids": list(evidence_ids),
+        "prior_step_ids": list(prior_step_ids),
+    }
+
+
+def step_preimages(steps: Sequence[ReasoningStep]) -> tuple[list[Any], list[bytes]]:
+    """Each step's canonical plain value and canonical bytes (the step-hash preimage), made once.
+
+    The plain values are what :func:`engine.canonical.canonicalize_value` returns for the step, so
+    reports reuse them instead of walking the steps again; ``hash_commitment`` is never part of
+    the preimage (a step carrying one is committed as :func:`step_hash` does).
+    """
+    plains: list[Any] = []
+    preimages: list[bytes] = []
+    for step in steps:
+        committed = (
+            step if step.hash_commitment is None else step.model_copy(update={"hash_commitment": None})
+        )
+        plain = canonicalize_value(committed)
+        plains.append(plain)
+        preimages.append(canonical_bytes_of_plain(plain))
+    return plains, preimages
 
 
 def prompt_spec_hash(prompt_spec: PromptSpec) -> str:
@@ -98,19 +164,27 @@ class InputCommitments:
     reasoning_root: str
     reasoning_leaf_count: int
     step_hashes: tuple[str, ...]
+    step_canonical: tuple[bytes, ...] = ()
+    """Canonical UTF-8 bytes of each step (the preimage of its hash), for the ledger to store."""
+    prompt_spec_canonical: bytes = b""
+    """Canonical UTF-8 bytes of the prompt spec (the preimage of ``prompt_spec_hash``)."""
 
 
 def commit_inputs(prompt_spec: PromptSpec, bundle: EvidenceBundle, trace: ReasoningTrace) -> InputCommitments:
     """Hash the prompt spec, every evidence item and every step exactly once."""
-    hashes = tuple(step_hash(step) for step in trace.steps)
+    _, preimages = step_preimages(trace.steps)
+    hashes = tuple("0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages)
+    spec_bytes = canonical_bytes(prompt_spec)
     ev_root, ev_count = evidence_root(bundle)
     return InputCommitments(
-        prompt_spec_hash=prompt_spec_hash(prompt_spec),
+        prompt_spec_hash="0x" + hashlib.sha256(spec_bytes).hexdigest(),
         evidence_root=ev_root,
         evidence_leaf_count=ev_count,
         reasoning_root=to_hex(cournot_root([from_hex(value) for value in hashes])),
         reasoning_leaf_count=len(hashes),
         step_hashes=hashes,
+        step_canonical=tuple(preimages),
+        prompt_spec_canonical=spec_bytes,
     )
 
 

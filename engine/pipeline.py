@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from engine.auditor import AuditorAgent
 from engine.canonical import dumps_canonical
@@ -57,6 +57,22 @@ class PipelineResult(BaseModel):
     step_hashes: list[str]
     evaluation_variables: dict[str, Any] | None = None
     engine_version: str
+    _step_canonical: tuple[bytes, ...] = PrivateAttr(default=())
+    _prompt_spec_canonical: bytes = PrivateAttr(default=b"")
+
+    @property
+    def step_canonical(self) -> tuple[bytes, ...]:
+        """Canonical UTF-8 bytes of each step, the preimages of ``step_hashes`` (made once, by the engine).
+
+        Not a field: it is derived from ``trace`` and never part of ``canonical_json()``. Empty for a
+        result built outside :func:`run_pipeline`.
+        """
+        return self._step_canonical
+
+    @property
+    def prompt_spec_canonical(self) -> bytes:
+        """Canonical UTF-8 bytes of the prompt spec, the preimage of ``roots.prompt_spec_hash`` (not a field)."""
+        return self._prompt_spec_canonical
 
     def canonical_json(self) -> str:
         """Canonical JSON of the whole result (the replay and determinism tests compare these bytes)."""
@@ -86,7 +102,7 @@ def run_pipeline(
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
     else:
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace)
-    return PipelineResult(
+    result = PipelineResult(
         trace=trace,
         audit_verification=audit_verification,
         verdict=verdict,
@@ -96,3 +112,6 @@ def run_pipeline(
         evaluation_variables=_evaluation_variables(trace),
         engine_version=ENGINE_VERSION,
     )
+    result._step_canonical = inputs.step_canonical
+    result._prompt_spec_canonical = inputs.prompt_spec_canonical
+    return result

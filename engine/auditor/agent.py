@@ -28,6 +28,7 @@ from engine.schemas import (
     TracePolicy,
     VerificationResult,
 )
+from engine.schemas.common import trusted
 
 __all__ = ["AuditorAgent", "trace_id_for"]
 
@@ -61,7 +62,8 @@ class AuditorAgent:
         """Audit ``evidence`` against ``prompt_spec``; returns the trace and every check's result."""
         del ctx
         config, policy_problems = self.config.with_overrides(prompt_spec.extra.get("audit_policy"))
-        policy = TracePolicy(
+        policy = trusted(
+            TracePolicy,
             decoding_policy="strict",
             allow_external_sources=False,
             max_steps=config.max_steps,
@@ -71,7 +73,10 @@ class AuditorAgent:
         sanity = LogicSanityChecker(config).assess(prompt_spec, evidence, claims)
         analysis = analyse(prompt_spec, claims, sanity, config)
         steps = build_steps(prompt_spec, evidence, claims, sanity, analysis, config)
-        trace = ReasoningTrace(
+        # Built without re-validation: the TracePolicyVerifier below checks every structural rule
+        # the model validators would (ids, priors, step count, unique refs) and fails closed.
+        trace = trusted(
+            ReasoningTrace,
             trace_id=trace_id_for(evidence.bundle_id),
             policy=policy,
             steps=steps,
@@ -86,7 +91,8 @@ class AuditorAgent:
         checks.extend(analysis.event_checks)
         checks.extend(analysis.contradictions)
         checks.extend(structure.checks)
-        verification = VerificationResult(
+        verification = trusted(
+            VerificationResult,
             ok=all(check.ok for check in checks),
             checks=checks,
             challenge=structure.challenge,

@@ -10,12 +10,13 @@ computed here, in the engine, with :mod:`engine.commitments`:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from engine.auditor.agent import AuditorAgent
 from engine.canonical import canonicalize_value, from_hex, to_hex
-from engine.commitments import evidence_root, prompt_spec_hash, step_hash
+from engine.commitments import evidence_root, prompt_spec_hash, step_preimages
 from engine.merkle.cournot import cournot_root
 from engine.schemas import EvidenceBundle, PromptSpec, ReasoningTrace
 from engine.version import ENGINE_VERSION
@@ -32,12 +33,25 @@ def evaluation_variables(trace: ReasoningTrace) -> Mapping[str, Any] | None:
     return None
 
 
+def _trace_plain(trace: ReasoningTrace, step_plains: list[Any]) -> dict[str, Any]:
+    """``canonicalize_value(trace)``, reusing the steps' plain values made for their hashes."""
+    header = trace.model_dump(mode="python", by_alias=True, exclude_none=True, exclude={"steps"})
+    plain: dict[str, Any] = {}
+    for name in ReasoningTrace.model_fields:
+        if name == "steps":
+            plain[name] = step_plains
+        elif name in header:
+            plain[name] = canonicalize_value(header[name])
+    return plain
+
+
 def audit_report(
     prompt_spec: PromptSpec, evidence: EvidenceBundle, *, agent: AuditorAgent | None = None
 ) -> dict[str, Any]:
     """Audit and commit: a JSON-ready dict (None values dropped, as in canonical JSON)."""
     trace, verification = (agent or AuditorAgent()).audit(prompt_spec, evidence)
-    hashes = [step_hash(step) for step in trace.steps]
+    step_plains, preimages = step_preimages(trace.steps)
+    hashes = ["0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages]
     ev_root, ev_count = evidence_root(evidence)
     report = {
         "bundle_id": evidence.bundle_id,
@@ -50,9 +64,15 @@ def audit_report(
         "reasoning_leaf_count": len(hashes),
         "reasoning_root": to_hex(cournot_root([from_hex(value) for value in hashes])),
         "step_hashes": hashes,
-        "trace": trace,
+        "trace": _trace_plain(trace, step_plains),
         "trace_id": trace.trace_id,
         "verification": verification,
     }
-    result: dict[str, Any] = canonicalize_value(report)
+    # canonicalize_value(report), key by key, so the steps' plain values are not walked twice.
+    result: dict[str, Any] = {}
+    for key, value in report.items():
+        if key == "trace":
+            result[key] = value
+        elif value is not None:
+            result[key] = canonicalize_value(value)
     return result

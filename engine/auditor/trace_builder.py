@@ -32,6 +32,7 @@ from engine.schemas import (
     ReasoningStep,
     StepType,
 )
+from engine.schemas.common import trusted_step
 
 __all__ = ["build_steps", "plan_chunks"]
 
@@ -76,16 +77,17 @@ class _Steps:
         prior: Iterable[str],
     ) -> str:
         step_id = f"step_{len(self.steps) + 1:04d}"
-        cited = list(dict.fromkeys(evidence_ids)) or self.all_ids
+        cited = list(dict.fromkeys(evidence_ids)) or list(self.all_ids)
         self.steps.append(
-            ReasoningStep(
-                step_id=step_id,
-                type=step_type,
-                inputs=inputs,
-                action=action,
-                output=output,
-                evidence_ids=cited,
-                prior_step_ids=list(dict.fromkeys(prior)),
+            trusted_step(
+                ReasoningStep,
+                step_id,
+                step_type,
+                dict(inputs),
+                action,
+                dict(output),
+                cited,
+                list(dict.fromkeys(prior)),
             )
         )
         return step_id

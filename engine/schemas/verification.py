@@ -6,9 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.schemas.common import StrictModel
+from engine.schemas.common import StrictModel, trusted_check
 from engine.schemas.errors import CournotError
 
+Severity = Literal["info", "warn", "error"]
 ChallengeKind = Literal["evidence_leaf", "reasoning_leaf", "verdict_hash", "por_bundle", "provenance_tier"]
 
 
@@ -17,24 +18,38 @@ class CheckResult(StrictModel):
 
     check_id: str = Field(min_length=1)
     ok: bool
-    severity: Literal["info", "warn", "error"]
+    severity: Severity
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
+    def _make(
+        cls, check_id: str, ok: bool, severity: Severity, message: str, details: dict[str, Any] | None
+    ) -> CheckResult:
+        """Engine-built checks skip re-validation when every value already has its declared type."""
+        if (
+            type(check_id) is str
+            and check_id
+            and type(message) is str
+            and (details is None or type(details) is dict)
+        ):
+            return trusted_check(cls, check_id, ok, severity, message, dict(details) if details else {})
+        return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
+
+    @classmethod
     def passed(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
         """A passing check (severity info)."""
-        return cls(check_id=check_id, ok=True, severity="info", message=message, details=details or {})
+        return cls._make(check_id, True, "info", message, details)
 
     @classmethod
     def warning(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
         """A passing check that deserves attention (severity warn)."""
-        return cls(check_id=check_id, ok=True, severity="warn", message=message, details=details or {})
+        return cls._make(check_id, True, "warn", message, details)
 
     @classmethod
     def failed(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
         """A failing check (severity error)."""
-        return cls(check_id=check_id, ok=False, severity="error", message=message, details=details or {})
+        return cls._make(check_id, False, "error", message, details)
 
 
 class ChallengeRef(StrictModel):

@@ -240,3 +240,38 @@ def test_fast_bytes_path_on_known_orjson_differences(value: object) -> None:
     from engine.canonical import canonical_bytes
 
     assert canonical_bytes({"v": value}) == f'{{"v":{value!r}}}'.encode()
+
+
+class _Inner(BaseModel):
+    label: str
+    when: datetime | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+@given(wide_values, st.booleans())
+@settings(max_examples=800)
+def test_fast_canonicalize_value_matches_reference_walk(value: Any, wrap: bool) -> None:
+    from engine.canonical import _canonicalize_reference, canonicalize_value
+
+    doc = (
+        {"m": _Inner(label="x", when=datetime(2026, 1, 2, tzinfo=UTC), payload={"v": value})}
+        if wrap
+        else value
+    )
+    fast = canonicalize_value(doc)
+    assert fast == _canonicalize_reference(doc)
+    assert json.dumps(fast) == json.dumps(_canonicalize_reference(doc))  # same key order too
+
+
+@pytest.mark.parametrize("value", [{1: "a"}, {"t": (1, None)}, {"b": b"\x01"}, [float("nan")], {"x": {3}}])
+def test_canonicalize_value_unusual_types_take_reference_path(value: Any) -> None:
+    from engine.canonical import _canonicalize_reference, canonicalize_value
+
+    try:
+        expected: Any = _canonicalize_reference(value)
+    except CanonicalizationError as exc:
+        with pytest.raises(CanonicalizationError) as caught:
+            canonicalize_value(value)
+        assert caught.value.path == exc.path
+    else:
+        assert canonicalize_value(value) == expected

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.auditor import AuditorAgent, TracePolicyVerifier
 from engine.commitments import step_hash
@@ -197,3 +199,80 @@ def test_steps_given_as_plain_dicts_and_garbage_are_checked_field_by_field(
     assert "trace.step_schema" in failed_ids(result)
     empty = verify(spec, bundle, rebuilt(trace, []))
     assert failed_ids(empty) == ["trace.final_evaluation_variables"]
+
+
+_scan_keys = st.sampled_from(["a", "b", "external_facts", "web_search", "llm_knowledge", "z"])
+_scan_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(_scan_keys, children, max_size=3),
+    max_leaves=40,
+)
+
+
+@given(_scan_values)
+@settings(max_examples=400)
+def test_external_fact_presence_scan_agrees_with_the_path_walk(value: object) -> None:
+    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, _holds_key
+
+    assert _holds_key(value, EXTERNAL_FACT_KEYS, 0) == (
+        _find_key(value, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
+    )
+
+
+def test_external_fact_scan_respects_the_depth_bound() -> None:
+    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, _holds_key
+
+    for depth in (15, 16, 17, 18):
+        nested: object = {"web_search": 1}
+        for _ in range(depth):
+            nested = {"a": [nested]}
+        assert _holds_key(nested, EXTERNAL_FACT_KEYS, 0) == (
+            _find_key(nested, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
+        )
+
+
+def _as_plain_trace(trace: ReasoningTrace) -> dict[str, Any]:
+    """The same trace as plain dicts: the verifier's rule-by-rule path reads it field by field."""
+    plain = dict(trace.__dict__)
+    plain["policy"] = dict(trace.policy.__dict__)
+    plain["steps"] = [dict(step.__dict__) for step in trace.steps]
+    return plain
+
+
+def _mutations(trace: ReasoningTrace) -> list[ReasoningTrace]:
+    last = len(trace.steps) - 1
+    out = []
+
+    def edit(index: int, **update: Any) -> None:
+        steps = list(trace.steps)
+        steps[index] = steps[index].model_copy(update=update)
+        out.append(trace.model_copy(update={"steps": steps}))
+
+    edit(0, step_id="step_9")
+    edit(1, step_id="Step_0002")
+    edit(1, prior_step_ids=["step_0099"])
+    edit(0, evidence_ids=[])
+    edit(0, evidence_ids=["not_in_bundle"])
+    edit(0, inputs={**trace.steps[0].inputs, "deep": [{"web_search": 1}]})
+    edit(1, output={**trace.steps[1].output, "verdict": "YES"})
+    edit(last, output={"evaluation_variables": {"outcome": "YES"}})
+    edit(last, type="deduce")
+    edit(last, output={"evaluation_variables": {"source_summary": ["x"]}})
+    out.append(trace.model_copy(update={"evidence_refs": ["zz"]}))
+    out.append(trace.model_copy(update={"policy": trace.policy.model_copy(update={"max_steps": 2})}))
+    out.append(trace.model_copy(update={"steps": []}))
+    return out
+
+
+def test_one_pass_screen_and_rule_by_rule_path_agree_on_corpus_and_broken_traces() -> None:
+    verifier = TracePolicyVerifier()
+    for path in sorted(CORPUS_DIR.glob("[0-9][0-9]_*.json"))[:10]:
+        doc = json.loads(path.read_bytes())
+        spec = PromptSpec.model_validate(doc["prompt_spec"])
+        bundle = EvidenceBundle.model_validate(doc["evidence_bundle"])
+        trace, _ = AuditorAgent().audit(spec, bundle)
+        for candidate in [trace, *_mutations(trace)]:
+            fast = verifier.verify(candidate, spec, bundle)
+            slow = verifier.verify(_as_plain_trace(candidate), spec, bundle)  # type: ignore[arg-type]
+            assert fast == slow
+            assert verifier._every_rule_holds(candidate, {i.evidence_id for i in bundle.items}) == slow.ok

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from engine.auditor.reasoning.claim_extraction import Claim, ClaimSet
@@ -34,6 +35,12 @@ def relative_spread(low: int | float, high: int | float) -> Fraction:
     return Fraction(0) if scale == 0 else (high_exact - low_exact) / scale
 
 
+@lru_cache(maxsize=64)
+def _exact_tolerance(relative_tolerance: float) -> Fraction:
+    """``Fraction(relative_tolerance)``, made once per policy value (Fractions are immutable)."""
+    return Fraction(relative_tolerance)
+
+
 class ContradictionChecker:
     """Detect numeric and boolean contradictions; ``relative_tolerance`` comes from the audit policy."""
 
@@ -41,7 +48,7 @@ class ContradictionChecker:
         if not 0 <= relative_tolerance <= 1:
             raise ValueError("relative_tolerance must be within [0, 1]")
         self.relative_tolerance = relative_tolerance
-        self._tolerance = Fraction(relative_tolerance)
+        self._tolerance = _exact_tolerance(relative_tolerance)
 
     def check(
         self,

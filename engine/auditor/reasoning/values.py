@@ -118,8 +118,13 @@ def parse_time(value: object) -> datetime | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def format_time(moment: datetime) -> str:
-    """UTC ``Z`` text, with microseconds only when nonzero (as ``engine.canonical.format_datetime_canonical``)."""
+    """UTC ``Z`` text, with microseconds only when nonzero (as ``engine.canonical.format_datetime_canonical``).
+
+    Cached: equal datetimes (the same instant) have the same UTC text, and the window bounds of a
+    market recur in every audit of its bundles.
+    """
     utc = (
         moment
         if moment.tzinfo is UTC

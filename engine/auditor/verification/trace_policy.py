@@ -38,8 +38,10 @@ from engine.schemas import (
     PromptSpec,
     ReasoningStep,
     ReasoningTrace,
+    TracePolicy,
     VerificationResult,
 )
+from engine.schemas.common import trusted
 
 __all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "TracePolicyVerifier"]
 
@@ -115,6 +117,29 @@ def _is_container(value: Any) -> bool:
     return kind is dict or kind is list or (kind not in _LEAF_TYPES and isinstance(value, (list, Mapping)))
 
 
+def _holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
+    """Whether :func:`_find_key` would find a key: the same walk, without paths or ordering."""
+    if depth > _MAX_SCAN_DEPTH:
+        return False
+    kind = type(value)
+    if kind is dict:
+        if not keys.isdisjoint(value):
+            return True
+        children: Any = value.values()
+    elif kind is list or isinstance(value, list):
+        children = value
+    elif _is_mapping(value):
+        if not keys.isdisjoint(value):
+            return True
+        children = value.values()
+    else:
+        return False
+    for child in children:  # noqa: SIM110 (a plain loop is faster than any() on this hot path)
+        if type(child) not in _LEAF_TYPES and _holds_key(child, keys, depth + 1):
+            return True
+    return False
+
+
 def _find_key(value: Any, keys: frozenset[str], path: str, depth: int) -> str | None:
     """Path of the first key from ``keys`` inside ``value`` (keys visited in sorted order)."""
     if depth > _MAX_SCAN_DEPTH:
@@ -155,7 +180,8 @@ class _Findings:
         details = {"leaf_index": index, "step_id": step_id, "evidence_id": evidence_id}
         self.checks.append(CheckResult.failed(check_id, message, details))
         if self.challenge is None:
-            self.challenge = ChallengeRef(
+            self.challenge = trusted(
+                ChallengeRef,
                 kind="reasoning_leaf",
                 leaf_index=index,
                 step_id=step_id or None,
@@ -183,9 +209,11 @@ class TracePolicyVerifier:
     ) -> VerificationResult:
         """Run every rule; ``ok`` is False with a reasoning-leaf challenge on the first failure."""
         del prompt_spec  # the rules need only the trace and the bundle's evidence ids
+        known = {item.evidence_id for item in evidence.items}
+        if type(trace) is ReasoningTrace and self._every_rule_holds(trace, known):
+            return _passing(len(trace.steps))
         views = [_view(step) for step in (_get(trace, "steps", None) or [])]
         policy = _get(trace, "policy", None)
-        known = {item.evidence_id for item in evidence.items}
         count = len(views)
         allow_external = bool(_get(policy, "allow_external_sources", False))
         findings = _Findings()
@@ -207,12 +235,77 @@ class TracePolicyVerifier:
             findings.checks.append(CheckResult.passed("trace.policy", message, details))
         else:
             failed_ids = [check.check_id for check in findings.checks]
-            error = CournotError(
+            error = trusted(
+                CournotError,
                 code="trace_policy_violation",
                 message="trace violates its policy: " + ", ".join(failed_ids),
                 details={"failed_checks": failed_ids},
             )
-        return VerificationResult(ok=ok, checks=findings.checks, challenge=findings.challenge, error=error)
+        return trusted(
+            VerificationResult, ok=ok, checks=findings.checks, challenge=findings.challenge, error=error
+        )
+
+    def _every_rule_holds(self, trace: ReasoningTrace, known: set[str]) -> bool:
+        """One pass over a model-built trace: True only when every rule below would pass.
+
+        A fast screen, not a second rule set: any doubt (an unusual type, a hash commitment to
+        recompute, any rule failing) answers False and the rule-by-rule path decides and explains.
+        The two paths are tested to agree on the corpus and on broken traces.
+        """
+        steps = trace.steps
+        policy = trace.policy
+        limit = policy.max_steps if type(policy) is TracePolicy else None
+        if type(limit) is not int or limit < 1:
+            return False
+        if self.max_steps is not None:
+            limit = min(limit, self.max_steps)
+        if not steps or len(steps) > limit:
+            return False
+        check_external = not policy.allow_external_sources
+        earlier: set[str] = set()
+        previous = -1
+        for step in steps:
+            if type(step) is not ReasoningStep or step.hash_commitment is not None:
+                return False
+            step_id, inputs, output = step.step_id, step.inputs, step.output
+            evidence_ids, prior_ids = step.evidence_ids, step.prior_step_ids
+            if (
+                type(step_id) is not str
+                or step.type not in STEP_TYPES
+                or type(step.action) is not str
+                or type(inputs) is not dict
+                or type(output) is not dict
+                or type(evidence_ids) is not list
+                or type(prior_ids) is not list
+            ):
+                return False
+            match = _STEP_ID.fullmatch(step_id)
+            if match is None or step_id in earlier:
+                return False
+            number = int(match.group(1))
+            if number <= previous:
+                return False
+            for prior in prior_ids:
+                if type(prior) is not str or prior not in earlier:
+                    return False
+            for evidence_id in evidence_ids:
+                if type(evidence_id) is not str or evidence_id not in known:
+                    return False
+            if known and not evidence_ids:
+                return False
+            if check_external and _holds_key(inputs, EXTERNAL_FACT_KEYS, 0):
+                return False
+            if not _VERDICT_KEYS.isdisjoint(output):
+                return False
+            variables = output.get("evaluation_variables")
+            if variables is not None and _is_mapping(variables) and not _VERDICT_KEYS.isdisjoint(variables):
+                return False
+            earlier.add(step_id)
+            previous = number
+        refs = trace.evidence_refs
+        if type(refs) is not list or any(evidence_id not in known for evidence_id in refs):
+            return False
+        return _final([_view(steps[-1])], known) is None
 
     def _count(self, views: Sequence[_View], policy: Any) -> Failure:
         limit = _get(policy, "max_steps", 200)
@@ -223,6 +316,29 @@ class TracePolicyVerifier:
         if len(views) > limit:
             return limit, _label(views[limit]), f"{len(views)} steps exceed max_steps {limit}", None
         return None
+
+
+RULES = (
+    "trace.step_schema",
+    "trace.step_count",
+    "trace.step_ids",
+    "trace.prior_steps",
+    "trace.evidence_refs",
+    "trace.grounding",
+    "trace.external_facts",
+    "trace.no_verdict",
+    "trace.final_evaluation_variables",
+    "trace.hash_commitments",
+)
+"""Every rule, in the order :meth:`TracePolicyVerifier.verify` records them."""
+_VERDICT_KEYS = frozenset(VERDICT_ORDER)
+
+
+def _passing(count: int) -> VerificationResult:
+    """The result of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
+    message = f"{count} step(s) satisfy every trace policy rule"
+    check = CheckResult.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+    return trusted(VerificationResult, ok=True, checks=[check], challenge=None, error=None)
 
 
 def _schema(views: Sequence[_View]) -> Failure:
@@ -298,6 +414,8 @@ def _external(views: Sequence[_View], allowed: bool) -> Failure:
     if allowed:
         return None
     for index, view in enumerate(views):
+        if not _holds_key(view.inputs, EXTERNAL_FACT_KEYS, 0):
+            continue
         found = _find_key(view.inputs, EXTERNAL_FACT_KEYS, "inputs", 0)
         if found:
             return index, _label(view), f"step {view.step_id} carries external facts at {found}", None

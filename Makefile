@@ -19,8 +19,8 @@ run: $(STAMP)
 	$(BIN)/ledger demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine ledger consumers tests bench migrations
-	$(BIN)/ruff format --check engine ledger consumers tests bench migrations
+	$(BIN)/ruff check engine ledger consumers tests bench
+	$(BIN)/ruff format --check engine ledger consumers tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy engine ledger consumers

@@ -46,7 +46,10 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--corpus", type=Path, default=None, help="directory with manifest.json (default: samples/demo)"
+        "--corpus",
+        type=Path,
+        default=None,
+        help="directory with manifest.json (default: the corpus shipped in the package, consumers/demo_corpus)",
     )
     parser.set_defaults(handler=run)
 

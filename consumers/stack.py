@@ -15,6 +15,7 @@ Also here, shared with ``ledger demo``: progress lines on stderr, where the demo
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import itertools
 import os
 import shutil
@@ -70,8 +71,8 @@ def psql_program() -> str:
 
 
 def default_corpus_dir() -> Path:
-    """``samples/demo`` of the source tree (the package is installed in editable mode)."""
-    return Path(__file__).resolve().parent.parent / "samples" / "demo"
+    """``consumers/demo_corpus``: the demo corpus is package data, so it is there in any install."""
+    return Path(str(importlib.resources.files("consumers") / "demo_corpus"))
 
 
 def corpus_hint(directory: Path | None = None) -> str:

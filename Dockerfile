@@ -7,11 +7,10 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY engine ./engine
 COPY ledger ./ledger
 COPY consumers ./consumers
-COPY migrations ./migrations
-COPY schemas ./schemas
-COPY samples ./samples
-# Editable install: migrations/ and samples/ are found beside the packages, as in a checkout.
-RUN pip install -e . && useradd --system --uid 10001 ledger
+# A regular install, as from a wheel: the migrations and the demo corpus ship inside the packages.
+# The sources are removed afterwards so that nothing can be found beside them by accident.
+RUN pip install . && rm -rf engine ledger consumers build ./*.egg-info \
+    && useradd --system --uid 10001 ledger
 USER ledger
 EXPOSE 9108
 HEALTHCHECK --interval=15s --timeout=5s --retries=5 CMD ["ledger", "health"]

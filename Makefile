@@ -25,8 +25,8 @@ run: $(STAMP)
 	$(BIN)/ledger demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine ledger consumers api tests bench migrations
-	$(BIN)/ruff format --check engine ledger consumers api tests bench migrations
+	$(BIN)/ruff check engine ledger consumers api tests bench
+	$(BIN)/ruff format --check engine ledger consumers api tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy engine ledger consumers api

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -17,12 +19,25 @@ CONSUMER_COMMAND_MODULES: tuple[str, ...] = (
     "consumers.cli_stack",
     "api.cli",  # ledger serve (the api package sits above consumers)
 )
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ledger`` command line."""
     extra = [import_module(name).register for name in CONSUMER_COMMAND_MODULES]
-    return ledger_main(argv, extra)
+    try:
+        code = ledger_main(argv, extra)
+        sys.stdout.flush()  # a closed pipe shows up here at the latest, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`ledger publish ... | head`): end quietly, as Unix tools do. Nothing
+        # is lost by it: whatever the command did (records sent, entries appended) is already done,
+        # only the rest of its report has nowhere to go. stdout now points at /dev/null so that the
+        # interpreter's final flush cannot raise the same error again as a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
 
 
 if __name__ == "__main__":

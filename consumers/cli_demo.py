@@ -22,7 +22,7 @@ from consumers.demo import (
 )
 from consumers.publisher import SentRecord
 from consumers.stack import corpus_hint, psql_program
-from ledger.embedded_postgres import EmbeddedServiceError
+from ledger.embedded_postgres import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
 from ledger.settings import get_settings
 
 __all__ = ["print_report", "register"]
@@ -46,15 +46,21 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--corpus", type=Path, default=None, help="directory with manifest.json (default: samples/demo)"
+        "--corpus",
+        type=Path,
+        default=None,
+        help="directory with manifest.json (default: the corpus shipped in the package, consumers/demo_corpus)",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print its report."""
+    require_embedded_extra()
     try:
         result = run_demo(get_settings(), corpus_dir=args.corpus)
+    except EmbeddedExtraMissing:
+        raise  # ledger.cli.main prints the one line naming the extra
     except DemoError as exc:
         print(f"ledger demo: {exc}", file=sys.stderr)
         return EXIT_COULD_NOT_RUN

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers.stack import LocalStack, Progress, StackInfo, corpus_hint
-from ledger.embedded_postgres import EmbeddedServiceError
+from ledger.embedded_postgres import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
 from ledger.settings import get_settings
 
 __all__ = ["register"]
@@ -88,9 +88,12 @@ def print_up(info: StackInfo, warnings: list[str]) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     """Start both services (or adopt running ones) and print how to reach them."""
+    require_embedded_extra()
     stack = LocalStack(get_settings())
     try:
         info = stack.up(Progress(prefix="ledger up"))
+    except EmbeddedExtraMissing:
+        raise  # ledger.cli.main prints the one line naming the extra
     except EmbeddedServiceError as exc:
         print(f"ledger up: {exc}", file=sys.stderr)
         return 1
@@ -118,6 +121,8 @@ def run_down(args: argparse.Namespace) -> int:
     stack = LocalStack(get_settings())
     try:
         stopped, killed = stack.down()
+    except EmbeddedExtraMissing:
+        raise  # ledger.cli.main prints the one line naming the extra
     except EmbeddedServiceError as exc:
         print(f"ledger down: {exc}", file=sys.stderr)
         return 1

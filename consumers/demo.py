@@ -2,7 +2,7 @@
 
 Starts a throwaway embedded PostgreSQL (data in ``<state_dir>/demo/postgres``, database
 ``ledger_demo`` dropped and recreated each run) and a fresh embedded broker (memory storage, so
-every run starts with empty topics), migrates, publishes the corpus of ``samples/demo`` (valid
+every run starts with empty topics), migrates, publishes the corpus of ``consumers/demo_corpus`` (valid
 bundles plus raw poison records), consumes it with the real consumer, prints what landed in the
 ledger's SQL views, signs a transparency-log checkpoint with a fresh key, runs ``ledger replay
 --all`` and ``ledger verify`` (separate processes, as a user would) and stops everything. Both

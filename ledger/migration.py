@@ -15,8 +15,8 @@ from sqlalchemy import Engine, MetaData
 from ledger.connect import create_ledger_engine
 from ledger.models import STORE_SCHEMA, metadata
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-MIGRATIONS_DIR = REPO_ROOT / "migrations"
+# Shipped inside the package (env.py, script.py.mako, versions/), so a wheel migrates like a checkout.
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MANAGED_SCHEMAS = frozenset({STORE_SCHEMA})
 # Modules that register tables on ledger.models.metadata (imported if present; add yours here).
 MODEL_MODULES: tuple[str, ...] = ("ledger.models", "ledger.translog.tables", "ledger.privilege_tables")
@@ -38,10 +38,13 @@ def include_name(name: str | None, type_: str, parent_names: object) -> bool:
 
 
 def alembic_config(url: str | None = None) -> Config:
-    """An Alembic config pointing at ``migrations/``; ``url`` is handed to ``env.py`` as an attribute."""
-    ini = REPO_ROOT / "alembic.ini"
-    config = Config(str(ini)) if ini.is_file() else Config()
+    """An Alembic config pointing at ``ledger/migrations``; ``url`` is handed to ``env.py`` as an attribute.
+
+    No ``alembic.ini`` is read (an installed wheel has none): the options that matter are set here.
+    """
+    config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("path_separator", "os")
     if url is not None:
         config.attributes["url"] = url
     config.attributes["skip_logging_config"] = True
@@ -74,7 +77,7 @@ def downgrade(target: Engine | str, revision: str) -> None:
 
 
 def head_revision() -> str:
-    """The newest revision in ``migrations/versions``."""
+    """The newest revision in ``ledger/migrations/versions``."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
         raise RuntimeError(f"no migrations found in {MIGRATIONS_DIR}")

@@ -1,6 +1,6 @@
 """SQLAlchemy models of the raw tables in schema ``ledger_store``.
 
-Alembic migrations (``migrations/versions``) are the only way the schema changes; these models
+Alembic migrations (``ledger/migrations/versions``) are the only way the schema changes; these models
 mirror them and a test proves there is no autogenerate diff. The stable SQL interface is the set
 of views in schema ``ledger`` (created by migration, not modelled here).
 

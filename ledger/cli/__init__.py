@@ -17,7 +17,11 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import Any
 
+from ledger.embedded_postgres import EmbeddedExtraMissing
+
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+EXIT_MISSING_EXTRA = 2  # the command needs an optional extra that is not installed
 
 LEDGER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
@@ -115,6 +119,9 @@ def main(argv: Sequence[str] | None = None, extra: Sequence[Registrar] = ()) -> 
         return 2
     try:
         return int(handler(args))
+    except EmbeddedExtraMissing as exc:  # one line naming the extra, not a traceback
+        print(f"ledger {args.command} {exc}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -20,6 +20,7 @@ import psycopg
 import sqlalchemy.exc
 from sqlalchemy import Engine
 
+from ledger.embedded_postgres import EmbeddedExtraMissing
 from ledger.errors import LedgerError
 
 __all__ = ["ProgressBar", "register"]
@@ -190,6 +191,8 @@ def run_replay_command(args: argparse.Namespace) -> int:
             )
             if recorder is not None:
                 report.recorded = recorder.summary()
+    except EmbeddedExtraMissing:
+        raise  # ledger.cli.main prints the one line naming the extra
     except _RUN_ERRORS as exc:
         return _fail("replay", exc)
     finally:
@@ -222,6 +225,8 @@ def run_verify_command(args: argparse.Namespace) -> int:
                 progress=bar,
                 jobs=args.jobs,
             )
+    except EmbeddedExtraMissing:
+        raise  # ledger.cli.main prints the one line naming the extra
     except (*_RUN_ERRORS, SigningKeyError, UnicodeDecodeError) as exc:
         return _fail("verify", exc)
     finally:

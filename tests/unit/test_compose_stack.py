@@ -122,8 +122,11 @@ def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
     assert cmd and cmd.group(1) in commands
 
 
-def test_dockerfile_copies_every_package_and_migration() -> None:
+def test_dockerfile_copies_every_package_and_installs_it_like_a_wheel() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for path in ("engine", "ledger", "consumers", "migrations", "alembic.ini", "pyproject.toml"):
+    for path in ("engine", "ledger", "consumers", "alembic.ini", "pyproject.toml"):
         assert re.search(rf"^COPY .*\b{re.escape(path)}\b", dockerfile, re.MULTILINE), path
         assert (ROOT / path).exists(), path
+    # migrations and the demo corpus are package data: a non-editable install must carry them
+    assert re.search(r"^RUN pip install \.(?! *-e)", dockerfile, re.MULTILINE)
+    assert "pip install -e" not in dockerfile

@@ -291,5 +291,5 @@ def render_json_schema() -> str:
     return json.dumps(envelope_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-if __name__ == "__main__":  # python -m consumers.envelope > schemas/envelope-v1.schema.json
+if __name__ == "__main__":  # python -m engine.envelope > schemas/envelope-v1.schema.json
     print(render_json_schema(), end="")

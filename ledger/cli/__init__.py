@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from ledger.embedded_postgres import EmbeddedExtraMissing
+from ledger.embedded_extra import EmbeddedExtraMissing
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from api.access import read_limited_body
 from api.models import AuditResult
 from api.problems import ApiProblem, problem_responses
-from consumers.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope, envelope_json_schema
+from engine.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope, envelope_json_schema
 from engine.pipeline import run_pipeline
 
 __all__ = ["router"]

@@ -49,8 +49,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa:
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
 from consumers.embedded_broker import EmbeddedBroker  # noqa: E402
-from consumers.envelope import EnvelopeError  # noqa: E402
 from consumers.publisher import PreparedRecord, prepare_document  # noqa: E402
+from engine.envelope import EnvelopeError  # noqa: E402
 from ledger.connect import libpq_url, sqlalchemy_url  # noqa: E402
 from ledger.embedded_postgres import EmbeddedPostgres  # noqa: E402
 from ledger.migration import upgrade  # noqa: E402

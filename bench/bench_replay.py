@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from consumers.audit import audit_envelope  # noqa: E402
-from consumers.envelope import EnvelopeError, decode_envelope, wrap_inputs  # noqa: E402
+from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs  # noqa: E402
 from ledger.connect import create_ledger_engine  # noqa: E402
 from ledger.migration import upgrade  # noqa: E402
 from ledger.records import SubmissionDraft  # noqa: E402

@@ -55,7 +55,7 @@ from common import (  # noqa: E402
 )
 
 from consumers.audit import audit_envelope, submission_draft  # noqa: E402
-from consumers.envelope import DecodedEnvelope, decode_envelope, wrap_inputs  # noqa: E402
+from engine.envelope import DecodedEnvelope, decode_envelope, wrap_inputs  # noqa: E402
 from engine.merkle.rfc6962 import verify_consistency, verify_inclusion  # noqa: E402
 from engine.pipeline import run_pipeline  # noqa: E402
 from ledger.append import prepare  # noqa: E402

@@ -9,7 +9,7 @@ Nothing here depends on the clock, the host or the Kafka coordinates (those trav
 
 from __future__ import annotations
 
-from consumers.envelope import DecodedEnvelope
+from engine.envelope import DecodedEnvelope
 from engine.pipeline import PipelineResult, run_pipeline
 from ledger.payloads import (
     audit_payload,

@@ -17,9 +17,9 @@ from typing import Any, Protocol, TypeVar
 from aiokafka import TopicPartition
 
 from consumers.dlq import DeadLetterSender
-from consumers.envelope import EnvelopeError, Reason
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Outcome, Rejection, build_rejection
+from engine.envelope import EnvelopeError, Reason
 from ledger.errors import (
     AppendOnlyViolationError,
     LedgerDamagedError,

@@ -22,7 +22,7 @@ from consumers.demo import (
 )
 from consumers.publisher import SentRecord
 from consumers.stack import corpus_hint, psql_program
-from ledger.embedded_postgres import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
+from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
 from ledger.settings import get_settings
 
 __all__ = ["print_report", "register"]

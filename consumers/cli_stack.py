@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers.stack import LocalStack, Progress, StackInfo, corpus_hint
-from ledger.embedded_postgres import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
+from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
 from ledger.settings import get_settings
 
 __all__ = ["register"]

@@ -20,15 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, load_psutil
 from ledger.embedded_postgres import (
     LOOPBACK,
-    EmbeddedExtraMissing,
-    EmbeddedServiceError,
     Mode,
     ServiceStatus,
     child_env,
     free_loopback_port,
-    load_psutil,
     log_tail,
     pdeathsig_preexec,
     pid_alive,

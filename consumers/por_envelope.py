@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from consumers.envelope import EnvelopeError, Reason, from_strict_json_error, json_path
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
+from engine.envelope import EnvelopeError, Reason, from_strict_json_error, json_path
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.por_pack import PackParts, verify_parts
 from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from consumers.envelope import EnvelopeError, Reason
 from consumers.por_envelope import decode_por_envelope, por_draft
 from consumers.processing import Audited, Outcome, RecordContext, build_rejection
+from engine.envelope import EnvelopeError, Reason
 
 __all__ = ["process_por_record"]
 

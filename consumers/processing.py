@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from consumers.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
 from consumers.por_envelope import is_por_record
+from engine.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
+from engine.limits import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, storable_id, storable_text
 from engine.version import ENGINE_VERSION
-from ledger.limits import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, storable_id, storable_text
 from ledger.payloads import rejection_payload
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 

@@ -6,7 +6,7 @@ Typical use::
         sent = await publisher.publish(prepare_document({"prompt_spec": ..., "evidence_bundle": ...}))
 
 ``prepare_document`` accepts a full v1 envelope or a bare ``{"prompt_spec", "evidence_bundle"}``
-pair (which it wraps) and raises :class:`~consumers.envelope.EnvelopeError` for anything the
+pair (which it wraps) and raises :class:`~engine.envelope.EnvelopeError` for anything the
 consumer would dead-letter. ``prepare_raw`` skips validation (for testing poison handling).
 """
 
@@ -22,17 +22,14 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from consumers.envelope import (
-    ENVELOPE_SCHEMA_ID,
-    SUPPORTED_VERSIONS,
-    EnvelopeError,
-    Reason,
+from engine.envelope import (
+    as_envelope_document,
     decode_envelope,
+    encode_envelope,
     from_strict_json_error,
-    wrap_inputs,
 )
 from engine.jsonio import StrictJSONError, loads_strict
-from ledger.limits import MAX_INTEGER_DIGITS
+from engine.limits import MAX_INTEGER_DIGITS
 
 __all__ = [
     "CONTENT_TYPE_HEADER",
@@ -52,9 +49,6 @@ CONTENT_TYPE_HEADER = ("content-type", b"application/vnd.cournot-ledger.envelope
 def content_type_header(version: int) -> tuple[str, bytes]:
     """The ``content-type`` header of an envelope of ``version`` (:data:`CONTENT_TYPE_HEADER` for v1)."""
     return ("content-type", f"application/vnd.cournot-ledger.envelope+json; version={version}".encode())
-
-
-_BARE_KEYS = frozenset({"prompt_spec", "evidence_bundle"})
 
 
 @dataclass(frozen=True)
@@ -94,36 +88,6 @@ class SentRecord:
         }
 
 
-def _as_envelope(document: Any, event_id: str | None, verify_reasoning: bool | None) -> dict[str, Any]:
-    if not isinstance(document, dict):
-        raise EnvelopeError(Reason.NOT_AN_OBJECT, "expected a JSON object")
-    if "schema_id" in document or "schema_version" in document:
-        envelope = dict(document)
-        if event_id is not None:
-            envelope["event_id"] = event_id
-        if verify_reasoning is not None:
-            envelope["options"] = {**envelope.get("options", {}), "verify_reasoning": verify_reasoning}
-        return envelope
-    if document.keys() >= _BARE_KEYS and document.keys() <= _BARE_KEYS | {"event_id", "options"}:
-        options = document.get("options") or {}
-        return wrap_inputs(
-            document["prompt_spec"],
-            document["evidence_bundle"],
-            event_id=event_id if event_id is not None else document.get("event_id"),
-            verify_reasoning=bool(options.get("verify_reasoning", False))
-            if verify_reasoning is None
-            else verify_reasoning,
-            reasoning_query=options.get("reasoning_query"),  # either one makes it a v2 envelope
-            reasoning_expression=options.get("reasoning_expression"),
-        )
-    versions = " or ".join(str(version) for version in sorted(SUPPORTED_VERSIONS))
-    raise EnvelopeError(
-        Reason.UNKNOWN_SCHEMA,
-        f"expected a {ENVELOPE_SCHEMA_ID} envelope (version {versions}) or an object with "
-        "exactly 'prompt_spec' and 'evidence_bundle'",
-    )
-
-
 def prepare_document(
     document: Any,
     *,
@@ -133,14 +97,10 @@ def prepare_document(
     max_bytes: int = 1_048_576,
     headers: Sequence[tuple[str, bytes]] = (),
 ) -> PreparedRecord:
-    """Wrap if needed, serialise compactly and validate the exact bytes to send."""
-    envelope = _as_envelope(document, event_id, verify_reasoning)
-    try:
-        value = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-            "utf-8"
-        )
-    except ValueError as exc:
-        raise EnvelopeError(Reason.NON_FINITE_NUMBER, str(exc)) from exc
+    """Add the envelope header if missing, serialise compactly and validate the exact bytes to send."""
+    value = encode_envelope(
+        as_envelope_document(document, event_id=event_id, verify_reasoning=verify_reasoning)
+    )
     decoded = decode_envelope(value, max_bytes=max_bytes)
     return PreparedRecord(
         value=value,

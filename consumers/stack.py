@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from consumers.embedded_broker import EmbeddedBroker
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.database import EMBEDDED_DATABASE, embedded_data_dir, ensure_database
+from ledger.embedded_extra import load_psutil
 from ledger.embedded_postgres import (
     EmbeddedPostgres,
     EmbeddedServiceError,
     ServiceStatus,
-    load_psutil,
     postgres_install_dir,
     terminate_pid,
 )

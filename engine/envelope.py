@@ -12,14 +12,18 @@ verifies); version 1 still refuses them, and a v1 record decodes exactly as befo
 idempotency key never depends on the version or the options.
 
 :func:`decode_envelope` turns raw bytes into a validated :class:`DecodedEnvelope` or raises
-:class:`EnvelopeError` with a reason code (:class:`Reason`), a message and a JSON path. The
-published JSON Schemas (``schemas/envelope-v1.schema.json``, ``schemas/envelope-v2.schema.json``)
-are generated from :class:`EnvelopeV1` / :class:`EnvelopeV2` by :func:`envelope_json_schema`.
+:class:`EnvelopeError` with a reason code (:class:`Reason`), a message and a JSON path. It is the
+one decoder: the consumer uses it on record values; ``ledger publish`` and ``ledger audit`` use it
+through :func:`decode_submission`, which also takes the envelope's body without its header; replay
+and the reasoning stage use it through :func:`decode_stored_inputs`. The published JSON Schemas
+(``schemas/envelope-v1.schema.json``, ``schemas/envelope-v2.schema.json``) are generated from
+:class:`EnvelopeV1` / :class:`EnvelopeV2` by :func:`envelope_json_schema`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
@@ -28,8 +32,7 @@ from pydantic import Field, ValidationError
 
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
-from engine.schemas import EvidenceBundle, PromptSpec, StrictModel
-from ledger.limits import (
+from engine.limits import (
     MAX_EVENT_ID_BYTES,
     MAX_ID_BYTES,
     MAX_INTEGER_DIGITS,
@@ -38,6 +41,7 @@ from ledger.limits import (
     id_too_long,
     may_hold_unstorable_text,
 )
+from engine.schemas import EvidenceBundle, PromptSpec, StrictModel
 
 __all__ = [
     "ENVELOPE_SCHEMA_ID",
@@ -54,12 +58,17 @@ __all__ = [
     "EnvelopeV1",
     "EnvelopeV2",
     "Reason",
+    "as_envelope_document",
     "decode_envelope",
+    "decode_stored_inputs",
+    "decode_submission",
+    "encode_envelope",
     "envelope_json_schema",
     "from_strict_json_error",
     "idempotency_key",
     "inputs_hash",
     "render_json_schema",
+    "validate_envelope",
     "wrap_inputs",
 ]
 
@@ -72,6 +81,8 @@ SCHEMA_URL = "https://cournot.dev/schemas/ledger/envelope-v1.schema.json"
 SCHEMA_URLS = {1: SCHEMA_URL, 2: "https://cournot.dev/schemas/ledger/envelope-v2.schema.json"}
 MAX_REASONING_QUERY_LENGTH = 4096
 MAX_REASONING_EXPRESSION_LENGTH = 512
+_BODY_KEYS = frozenset({"prompt_spec", "evidence_bundle"})  # an envelope without its header
+_V2_OPTION_KEYS = frozenset({"reasoning_query", "reasoning_expression"})
 
 
 class Reason(StrEnum):
@@ -113,13 +124,20 @@ _STRICT_JSON_REASONS = {
 
 
 class EnvelopeError(ValueError):
-    """A record that cannot be decoded or validated: ``reason``, ``message`` and JSON ``path``."""
+    """A record that cannot be decoded or validated: ``reason``, ``message`` and JSON ``path``.
 
-    def __init__(self, reason: Reason, message: str, path: str = "$") -> None:
+    ``problems`` lists every ``(path, message)`` found (several for a schema violation), the first
+    one being ``(path, message)``.
+    """
+
+    def __init__(
+        self, reason: Reason, message: str, path: str = "$", problems: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(f"{reason.value}: {message} at {path}")
         self.reason = reason
         self.message = message
         self.path = path
+        self.problems = problems or ((path, message),)
 
 
 class EnvelopeOptions(StrictModel):
@@ -273,9 +291,10 @@ def _from_validation_error(exc: ValidationError) -> EnvelopeError:
     message = first["msg"]
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    problems = tuple((json_path(tuple(error["loc"])), str(error["msg"])) for error in errors)
     if first["type"] == "value_error" and "has no time zone" in first["msg"]:
-        return EnvelopeError(Reason.NAIVE_TIMESTAMP, message, path)
-    return EnvelopeError(Reason.SCHEMA_VIOLATION, message, path)
+        return EnvelopeError(Reason.NAIVE_TIMESTAMP, message, path, problems)
+    return EnvelopeError(Reason.SCHEMA_VIOLATION, message, path, problems)
 
 
 def _check_version(document: Any) -> None:
@@ -338,16 +357,16 @@ def _store_refusal(problem: StoreProblem) -> EnvelopeError:
     )
 
 
-def check_storable_text(raw: bytes, document: Any) -> None:
+def check_storable_text(raw: bytes | None, document: Any) -> None:
     """Refuse U+0000 or a lone surrogate in any key or string (``unstorable_text`` at its path)."""
-    if not may_hold_unstorable_text(raw):
+    if raw is not None and not may_hold_unstorable_text(raw):
         return
     problem = find_unstorable_text(document)
     if problem is not None:
         raise _store_refusal(problem)
 
 
-def check_storable_ids(envelope: EnvelopeV1) -> None:
+def check_storable_ids(envelope: Envelope) -> None:
     """Refuse ids longer than their key or indexed column holds (``value_too_long`` at their path)."""
     checks = [
         (envelope.prompt_spec.market.market_id, "$.prompt_spec.market.market_id", MAX_ID_BYTES),
@@ -360,6 +379,27 @@ def check_storable_ids(envelope: EnvelopeV1) -> None:
         problem = id_too_long(value, path, limit)
         if problem is not None:
             raise _store_refusal(problem)
+
+
+def validate_envelope(document: Any, raw: bytes | None = None) -> DecodedEnvelope:
+    """Everything :func:`decode_envelope` checks after the JSON decoding, on a decoded document.
+
+    ``raw`` (the bytes the document came from) only lets the text check skip its walk when the
+    bytes cannot hold U+0000 or a lone surrogate; without it the whole document is walked.
+    """
+    _check_version(document)
+    check_storable_text(raw, document)
+    try:
+        envelope = _MODELS[document["schema_version"]].model_validate(document)
+    except ValidationError as exc:
+        raise _from_validation_error(exc) from exc
+    check_storable_ids(envelope)
+    check_consistency(envelope)
+    try:
+        digest = inputs_hash(envelope)
+    except CanonicalizationError as exc:
+        raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
+    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest)
 
 
 def decode_envelope(
@@ -378,19 +418,113 @@ def decode_envelope(
         raise EnvelopeError(
             _STRICT_JSON_REASONS.get(exc.code, Reason.INVALID_JSON), exc.message, exc.path
         ) from exc
-    _check_version(document)
-    check_storable_text(raw, document)
+    return validate_envelope(document, raw)
+
+
+def as_envelope_document(
+    document: Any, *, event_id: str | None = None, verify_reasoning: bool | None = None
+) -> dict[str, Any]:
+    """The envelope for a document ``ledger publish`` or ``ledger audit`` reads.
+
+    A document with ``schema_id`` or ``schema_version`` is an envelope and stays as it is; one with
+    neither but with ``prompt_spec`` and ``evidence_bundle`` is an envelope body (optionally with
+    ``event_id`` and ``options``) and gets the v1 header. Nothing else changes: whatever the body
+    holds besides is validated, and refused, by :func:`decode_envelope`. Any other object is
+    ``unknown_envelope_schema``, as on the consumer. ``event_id`` and ``verify_reasoning`` override
+    the document's own.
+    """
+    if not isinstance(document, dict):
+        raise EnvelopeError(
+            Reason.NOT_AN_OBJECT, f"envelope must be a JSON object, got {type(document).__name__}"
+        )
+    envelope = dict(document)
+    if "schema_id" not in envelope and "schema_version" not in envelope:
+        if not envelope.keys() >= _BODY_KEYS:
+            raise EnvelopeError(
+                Reason.UNKNOWN_SCHEMA,
+                f"expected a {ENVELOPE_SCHEMA_ID} v{ENVELOPE_SCHEMA_VERSION} envelope or an object with "
+                "'prompt_spec' and 'evidence_bundle'",
+            )
+        envelope = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": _body_version(envelope), **envelope}
+        envelope.setdefault("options", {"verify_reasoning": False})
+    if event_id is not None:
+        envelope["event_id"] = event_id
+    if verify_reasoning is not None:
+        options = envelope.get("options", {})
+        if isinstance(options, dict):  # anything else stays, for the decoder to refuse
+            envelope["options"] = {**options, "verify_reasoning": verify_reasoning}
+    return envelope
+
+
+def _body_version(body: Mapping[str, Any]) -> int:
+    """The version a header-less body gets: 2 when its options use a version-2 field, else 1."""
+    options = body.get("options")
+    if isinstance(options, Mapping) and _V2_OPTION_KEYS & options.keys():
+        return LATEST_ENVELOPE_VERSION
+    return ENVELOPE_SCHEMA_VERSION
+
+
+def encode_envelope(envelope: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON of an envelope document (the record value ``ledger publish`` sends).
+
+    A string holding a lone surrogate (from a ``\\ud800`` escape) has no UTF-8 form; the document
+    is then written with ASCII escapes, so that the decoder sees the very same document and gives
+    it the verdict it would give the original bytes.
+    """
     try:
-        envelope = _MODELS[document["schema_version"]].model_validate(document)
-    except ValidationError as exc:
-        raise _from_validation_error(exc) from exc
-    check_storable_ids(envelope)
-    check_consistency(envelope)
+        text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise EnvelopeError(Reason.NON_FINITE_NUMBER, str(exc)) from exc
     try:
-        digest = inputs_hash(envelope)
-    except CanonicalizationError as exc:
-        raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
-    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest)
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(envelope, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def decode_submission(
+    raw: bytes | None, *, max_bytes: int = 1_048_576, max_depth: int = DEFAULT_MAX_DEPTH
+) -> DecodedEnvelope:
+    """Decode a file given to ``ledger audit`` or ``ledger publish``: the same decoder, the same verdict.
+
+    An envelope is decoded from these exact bytes by :func:`decode_envelope`, exactly as the
+    consumer decodes a record value. An envelope body (no header, see :func:`as_envelope_document`)
+    is decoded as the envelope ``ledger publish`` would send for it.
+    """
+    if not raw:
+        raise EnvelopeError(Reason.EMPTY, "the input is empty")
+    if len(raw) > max_bytes:
+        raise EnvelopeError(Reason.OVERSIZE, f"the input is {len(raw)} bytes, the limit is {max_bytes}")
+    try:
+        document = loads_strict(raw, max_depth=max_depth)
+    except StrictJSONError as exc:
+        raise from_strict_json_error(exc) from exc
+    if not isinstance(document, dict) or "schema_id" in document or "schema_version" in document:
+        # an envelope (or not even an object): the consumer's verdict on these very bytes
+        return decode_envelope(raw, max_bytes=max_bytes, max_depth=max_depth)
+    value = encode_envelope(as_envelope_document(document))
+    return decode_envelope(value, max_bytes=max_bytes, max_depth=max_depth)
+
+
+def decode_stored_inputs(received: Mapping[str, Any]) -> DecodedEnvelope:
+    """The envelope of a stored ``submission.received`` payload, through the decoder's validation.
+
+    Replay and verification re-check stored inputs with the rules the consumer applied on the way
+    in (models, market ids, evidence and requirement ids, canonical form), so a ledger row that the
+    consumer would have refused is refused again, with the same reason code.
+    """
+    header = received.get("envelope")
+    header = header if isinstance(header, Mapping) else {}
+    document: dict[str, Any] = {
+        "schema_id": header.get("schema_id", ENVELOPE_SCHEMA_ID),
+        "schema_version": header.get("schema_version", ENVELOPE_SCHEMA_VERSION),
+        "prompt_spec": received.get("prompt_spec"),
+        "evidence_bundle": received.get("evidence_bundle"),
+    }
+    if header.get("event_id") is not None:
+        document["event_id"] = header["event_id"]
+    if "envelope_options" in received:
+        document["options"] = received["envelope_options"]
+    return validate_envelope(document)
 
 
 def envelope_json_schema(version: int = ENVELOPE_SCHEMA_VERSION) -> dict[str, Any]:
@@ -420,7 +554,7 @@ def render_json_schema(version: int = ENVELOPE_SCHEMA_VERSION) -> str:
     return json.dumps(envelope_json_schema(version), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-if __name__ == "__main__":  # python -m consumers.envelope [2] > schemas/envelope-v<version>.schema.json
+if __name__ == "__main__":  # python -m engine.envelope [2] > schemas/envelope-v<version>.schema.json
     import sys
 
     print(render_json_schema(int(sys.argv[1]) if len(sys.argv) > 1 else ENVELOPE_SCHEMA_VERSION), end="")

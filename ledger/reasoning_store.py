@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.envelope import EnvelopeError, decode_stored_inputs
 from ledger.errors import InvalidDraftError
 from ledger.records import EntryDraft, StreamAppendResult
 from ledger.store import LedgerStore
@@ -60,6 +61,7 @@ class WorkItem:
     last_status: str | None
     last_attempt: int
     retry_ready: bool
+    inputs_error: str | None = None  # the stored inputs fail the consumer's decoder: never verified
 
     @property
     def evaluation_variables(self) -> dict[str, Any] | None:
@@ -71,8 +73,7 @@ class WorkItem:
 WORK_QUERY = """
 SELECT r.global_seq,
        r.submission_id,
-       r.payload #>> '{prompt_spec,market,question}',
-       coalesce(r.payload -> 'envelope_options', '{}'::jsonb)::text,
+       r.payload_canonical,
        a.payload_canonical,
        a.entry_hash,
        (SELECT max(h.stream_seq) FROM ledger_store.entries h WHERE h.submission_id = r.submission_id),
@@ -122,18 +123,34 @@ def find_reasoning_work(
     }
     with store.connection() as conn:
         rows = conn.execute(WORK_QUERY, params).fetchall()
-    return [
-        WorkItem(
-            received_seq=int(row[0]),
-            submission_id=row[1],
-            question=row[2],
-            options=json.loads(row[3]),
-            audit_payload=json.loads(row[4]) if row[4] is not None else None,
-            audit_entry_hash=row[5],
-            head_stream_seq=int(row[6]),
-            last_status=row[7],
-            last_attempt=int(row[8]),
-            retry_ready=bool(row[9]),
+    items = []
+    for row in rows:
+        question, options, inputs_error = _stored_inputs(row[2])
+        items.append(
+            WorkItem(
+                received_seq=int(row[0]),
+                submission_id=row[1],
+                question=question,
+                options=options,
+                audit_payload=json.loads(row[3]) if row[3] is not None else None,
+                audit_entry_hash=row[4],
+                head_stream_seq=int(row[5]),
+                last_status=row[6],
+                last_attempt=int(row[7]),
+                retry_ready=bool(row[8]),
+                inputs_error=inputs_error,
+            )
         )
-        for row in rows
-    ]
+    return items
+
+
+def _stored_inputs(received_text: str) -> tuple[str | None, dict[str, Any], str | None]:
+    """``(question, options, error)`` of a ``submission.received`` payload, read through the
+    consumer's decoder (:func:`engine.envelope.decode_stored_inputs`), so the stage works on what the
+    consumer accepted; ``error`` (and no question) for stored inputs the consumer would refuse."""
+    try:
+        decoded = decode_stored_inputs(json.loads(received_text))
+    except EnvelopeError as exc:
+        return None, {}, f"{exc.reason.value}: {exc.message} at {exc.path}"
+    envelope = decoded.envelope
+    return envelope.prompt_spec.market.question, envelope.options.model_dump(mode="json"), None

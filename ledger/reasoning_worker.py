@@ -165,6 +165,14 @@ class ReasoningWorker:
         return config.retry_failed and status == "fail_closed" and attempt < config.max_attempts
 
     async def _process(self, item: WorkItem, stats: PassStats) -> bool:
+        if item.inputs_error is not None:
+            # Fail closed: stored inputs the consumer's decoder refuses are never verified. The item
+            # stays open and counts as an error on every pass, so it is never skipped silently.
+            stats.errors += 1
+            log.error(
+                "stored inputs of %s fail the envelope decoder: %s", item.submission_id, item.inputs_error
+            )
+            return True
         if item.last_status is not None and not item.retry_ready:
             stats.deferred += 1
             return True

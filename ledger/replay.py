@@ -1,7 +1,8 @@
 """``ledger replay``: re-run the engine on stored inputs and compare with what the ledger holds.
 
-For each selected audited submission, in ledger order: parse the canonical PromptSpec and
-EvidenceBundle of its ``submission.received`` entry, run :func:`engine.pipeline.run_pipeline`, and
+For each selected audited submission, in ledger order: decode the canonical PromptSpec and
+EvidenceBundle of its ``submission.received`` entry with the consumer's validation
+(:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
 compare every step, step hash, the verdict, the roots and the other committed payload parts with
 the stored step rows and entries (:mod:`ledger.replay_compare`). Recorded LLM exchanges of
 ``reasoning.verified`` entries are replayed too (:mod:`ledger.replay_reasoning`).
@@ -28,10 +29,10 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from engine.auditor import AuditorAgent
+from engine.envelope import decode_stored_inputs
 from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
 from engine.pipeline import run_pipeline
-from engine.schemas import EvidenceBundle, PromptSpec
 from engine.version import ENGINE_VERSION
 from ledger.hashing import canonical_text
 from ledger.replay_compare import Difference, StoredArtifacts, compare_run
@@ -133,9 +134,11 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
             step_hashes=case.step_hashes,
             step_texts=case.step_texts,
         )
-        prompt_spec = PromptSpec.model_validate(received.get("prompt_spec"))
-        evidence = EvidenceBundle.model_validate(received.get("evidence_bundle"))
-    except (ValueError, ValidationError) as exc:
+        # the consumer's own validation (models and cross-field checks), so stored inputs it would
+        # have refused are refused here too, with its reason code
+        inputs = decode_stored_inputs(received).envelope
+        prompt_spec, evidence = inputs.prompt_spec, inputs.evidence_bundle
+    except (ValueError, ValidationError) as exc:  # EnvelopeError is a ValueError
         return replace(failed, error=f"stored inputs cannot be replayed: {exc}".splitlines()[0])
     try:
         result = run_pipeline(prompt_spec, evidence, auditor=_AUDITOR, judge=_JUDGE)

@@ -8,10 +8,10 @@ import json
 import sys
 from typing import Any
 
-from consumers.envelope import EnvelopeError
 from consumers.logs import configure_logging
 from consumers.publisher import EnvelopePublisher, PreparedRecord, prepare_file
 from consumers.services import resolve_broker, settings_with
+from engine.envelope import EnvelopeError
 
 __all__ = ["register"]
 

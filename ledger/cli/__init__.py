@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import Any
 
-from ledger.embedded_postgres import EmbeddedExtraMissing
+from ledger.embedded_extra import EmbeddedExtraMissing
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 

@@ -1,13 +1,17 @@
 """``ledger audit INPUT.json [--format json|text]``: run the Auditor offline on one submission.
 
-Input is ``{"prompt_spec": {...}, "evidence_bundle": {...}}`` (``-`` reads standard input). No
-database, no broker: the command decodes strictly, validates, audits and prints the report of
-:func:`engine.auditor.audit_report` (trace, verification, step hashes, roots).
+Input is a v1 envelope, or its body ``{"prompt_spec": {...}, "evidence_bundle": {...}}`` (``-``
+reads standard input): exactly what ``ledger publish`` accepts. No database, no broker. The input
+goes through the consumer's own decoder (:func:`engine.envelope.decode_submission`), so a file
+gets the same verdict here as its record gets on the topic: strict JSON, the models, the size
+limit (``LEDGER_MAX_MESSAGE_BYTES``) and the cross-field checks (market ids, evidence ids,
+requirement ids). Then it audits and prints the report of :func:`engine.auditor.audit_report`
+(trace, verification, step hashes, roots).
 
 Exit codes: 0 when the audit ran (findings about the evidence, such as conflicts or insufficient
-evidence, are results, not errors); 2 when the input cannot be read, is not strict JSON, or does
-not validate, with one line per problem naming its field path, e.g.
-``evidence_bundle.items[2].provenance.tier``.
+evidence, are results, not errors); 2 when the input cannot be read or the consumer would refuse
+it, with the consumer's reason code and one line per problem naming its field path, e.g.
+``$.evidence_bundle.items[2].provenance.tier``.
 """
 
 from __future__ import annotations
@@ -15,25 +19,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from engine.auditor import audit_report
 from engine.canonical import CanonicalizationError
-from engine.jsonio import StrictJSONError, loads_strict
-from engine.schemas import EvidenceBundle, PromptSpec
+from engine.envelope import DecodedEnvelope, EnvelopeError, decode_submission
+from ledger.settings import get_settings
 
-__all__ = ["format_loc", "register", "render_json", "render_text", "run"]
+__all__ = ["load_submission", "register", "render_json", "render_text", "run"]
 
 EXIT_INVALID_INPUT = 2
-TOP_LEVEL_KEYS = ("prompt_spec", "evidence_bundle")
 
 
 class InputError(Exception):
-    """Unreadable or invalid input; ``problems`` are ``(path, message)`` pairs."""
+    """Unreadable input: ``problems`` are ``(path, message)`` pairs."""
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
@@ -53,24 +54,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``audit`` command."""
     parser = subparsers.add_parser(
         "audit",
-        help="audit one prompt spec + evidence bundle offline and print the trace and roots",
+        help="audit one envelope (or prompt spec + evidence bundle) offline and print the trace and roots",
         description=AUDIT_DESCRIPTION,
     )
     parser.add_argument(
-        "input", metavar="INPUT.json", help='file holding {"prompt_spec", "evidence_bundle"}, or -'
+        "input",
+        metavar="INPUT.json",
+        help='file holding an envelope (v1 or v2) or {"prompt_spec", "evidence_bundle"}, or -',
     )
     parser.add_argument(
         "--format", choices=("json", "text"), default="json", help="output format (default json)"
     )
     parser.set_defaults(handler=run)
-
-
-def format_loc(prefix: str, loc: Sequence[int | str]) -> str:
-    """``("items", 2, "provenance", "tier")`` under ``evidence_bundle`` → ``evidence_bundle.items[2].provenance.tier``."""
-    path = prefix
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
 
 
 def _read(source: str) -> bytes:
@@ -82,31 +77,10 @@ def _read(source: str) -> bytes:
         raise InputError([("$", f"cannot read {source}: {exc.strerror or exc}")]) from exc
 
 
-def load_submission(data: bytes) -> tuple[PromptSpec, EvidenceBundle]:
-    """Decode strictly and validate both models, collecting every problem with its field path."""
-    try:
-        document = loads_strict(data)
-    except StrictJSONError as exc:
-        raise InputError([(exc.path, f"{exc.code}: {exc.message}")]) from exc
-    except ValueError as exc:  # e.g. an integer beyond Python's 4300-digit conversion limit
-        raise InputError([("$", f"invalid_json: {exc}")]) from exc
-    if not isinstance(document, Mapping):
-        raise InputError([("$", 'expected an object {"prompt_spec": ..., "evidence_bundle": ...}')])
-    problems = [(key, "field required") for key in TOP_LEVEL_KEYS if key not in document]
-    problems += [(str(key), "unknown field") for key in document if key not in TOP_LEVEL_KEYS]
-    models: dict[str, Any] = {}
-    for key, model in (("prompt_spec", PromptSpec), ("evidence_bundle", EvidenceBundle)):
-        if key not in document:
-            continue
-        try:
-            models[key] = model.model_validate(document[key])
-        except ValidationError as exc:
-            problems += [
-                (format_loc(key, error["loc"]), f"{error['msg']} [{error['type']}]") for error in exc.errors()
-            ]
-    if problems:
-        raise InputError(problems)
-    return models["prompt_spec"], models["evidence_bundle"]
+def load_submission(data: bytes, *, max_bytes: int | None = None) -> DecodedEnvelope:
+    """Decode and validate as the consumer does; raises :class:`~engine.envelope.EnvelopeError`."""
+    limit = get_settings().max_message_bytes if max_bytes is None else max_bytes
+    return decode_submission(data, max_bytes=limit)
 
 
 def render_json(report: Mapping[str, Any]) -> str:
@@ -196,10 +170,15 @@ def render_text(report: Mapping[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``ledger audit``."""
     try:
-        prompt_spec, evidence = load_submission(_read(args.input))
-        report = audit_report(prompt_spec, evidence)
+        decoded = load_submission(_read(args.input))
+        report = audit_report(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
     except InputError as exc:
         print(f"ledger audit: invalid input {args.input}:", file=sys.stderr)
+        for path, message in exc.problems:
+            print(f"  {path}: {message}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    except EnvelopeError as exc:  # the consumer would dead-letter it with this reason code
+        print(f"ledger audit: invalid input {args.input}: {exc.reason.value}", file=sys.stderr)
         for path, message in exc.problems:
             print(f"  {path}: {message}", file=sys.stderr)
         return EXIT_INVALID_INPUT

@@ -20,7 +20,7 @@ import psycopg
 import sqlalchemy.exc
 from sqlalchemy import Engine
 
-from ledger.embedded_postgres import EmbeddedExtraMissing
+from ledger.embedded_extra import EmbeddedExtraMissing
 from ledger.errors import LedgerError
 
 __all__ = ["ProgressBar", "register"]

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from consumers.audit import audit_envelope
-from consumers.envelope import decode_envelope, wrap_inputs
+from engine.envelope import decode_envelope, wrap_inputs
 from ledger.connect import create_ledger_engine
 from ledger.migration import upgrade
 from ledger.store import LedgerStore

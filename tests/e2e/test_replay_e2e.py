@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from consumers.envelope import EnvelopeError, decode_envelope, wrap_inputs
+from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
 from ledger.hashing import canonical_text, text_sha256
 from tests.fixtures.services import PgServer, libpq_conninfo

@@ -1,6 +1,6 @@
 """Fuzz of the envelope decoder: hostile bytes either decode to a valid envelope or raise EnvelopeError.
 
-The contract (``consumers/envelope.py``): :func:`decode_envelope` returns a
+The contract (``engine/envelope.py``): :func:`decode_envelope` returns a
 :class:`DecodedEnvelope` or raises :class:`EnvelopeError` with a :class:`Reason`, a non-empty
 message and a JSON path starting at ``$``. Any other exception escapes ``process_record`` (which
 only catches ``EnvelopeError`` around the decoder) and takes the consumer down on every
@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumers.envelope import (
+from consumers.processing import RecordContext, Rejection, build_rejection, process_record
+from engine.envelope import (
     ENVELOPE_SCHEMA_ID,
     DecodedEnvelope,
     EnvelopeError,
@@ -29,8 +30,7 @@ from consumers.envelope import (
     decode_envelope,
     wrap_inputs,
 )
-from consumers.processing import RecordContext, Rejection, build_rejection, process_record
-from ledger.limits import MAX_ID_BYTES, find_unstorable_text
+from engine.limits import MAX_ID_BYTES, find_unstorable_text
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 from tests.faults.support import SAMPLE
 from tests.fixtures.hostile import assert_storable

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from consumers.envelope import wrap_inputs
 from consumers.publisher import PreparedRecord, SentRecord, prepare_document
+from engine.envelope import wrap_inputs
 from tests.faults.support import (
     assert_ledger_matches,
     consumer_env,
@@ -276,7 +276,7 @@ def test_an_oversize_record_without_a_key_is_dead_lettered_instead_of_stopping_t
 def test_an_unhashable_schema_version_is_dead_lettered_instead_of_stopping_the_consumer(
     kafka_bootstrap: str, database_url: str, topic_name: str, tmp_path: Path
 ) -> None:
-    """``decode_envelope`` raises TypeError for ``"schema_version": [1]`` (consumers/envelope.py,
+    """``decode_envelope`` raises TypeError for ``"schema_version": [1]`` (engine/envelope.py,
     ``_check_version``); ``process_record`` only catches EnvelopeError, so the consumer dies on
     this record, and on every restart, since it is never committed: a poison pill."""
     pill = encode(envelope(7, lambda d: d.update(schema_version=[1])))

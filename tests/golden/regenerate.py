@@ -1,8 +1,10 @@
 """Regenerate the auditor golden files, deliberately.
 
-Each ``tests/golden/auditor/NN_name.json`` is the exact output of
-``ledger audit samples/corpus/NN_name.json --format json``: trace, verification, step hashes,
-``reasoning_root``, ``evidence_root``, ``prompt_spec_hash`` and evaluation variables.
+Each ``tests/golden/auditor/NN_name.json`` is the Auditor's report on ``samples/corpus/NN_name.json``,
+rendered as ``ledger audit NN_name.json --format json`` prints it: trace, verification, step hashes,
+``reasoning_root``, ``evidence_root``, ``prompt_spec_hash`` and evaluation variables. The inputs are
+read with the engine's models only, not the envelope's cross-field checks, so the goldens also pin
+the Auditor on inputs that ``ledger audit`` and the consumer refuse (``36_duplicate_evidence_ids``).
 ``tests/unit/test_auditor_golden.py`` fails on any byte of difference, so any change to a step hash
 is caught.
 
@@ -23,7 +25,9 @@ import sys
 from pathlib import Path
 
 from engine.auditor import audit_report
-from ledger.cli.audit import load_submission, render_json
+from engine.jsonio import loads_strict
+from engine.schemas import EvidenceBundle, PromptSpec
+from ledger.cli.audit import render_json
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = ROOT / "samples" / "corpus"
@@ -52,8 +56,10 @@ def golden_path(corpus_path: Path) -> Path:
 
 
 def audit_output(corpus_path: Path) -> str:
-    """Exactly what ``ledger audit PATH --format json`` prints for ``corpus_path``."""
-    prompt_spec, evidence = load_submission(corpus_path.read_bytes())
+    """The Auditor's report on ``corpus_path``, as ``ledger audit PATH --format json`` prints it."""
+    document = loads_strict(corpus_path.read_bytes())
+    prompt_spec = PromptSpec.model_validate(document["prompt_spec"])
+    evidence = EvidenceBundle.model_validate(document["evidence_bundle"])
     return render_json(audit_report(prompt_spec, evidence))
 
 

@@ -25,8 +25,8 @@ from test_consumer_support import make_inputs, publish_raw, query, read_topic, s
 
 from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
-from consumers.envelope import DecodedEnvelope, wrap_inputs
 from consumers.metrics import ConsumerMetrics
+from engine.envelope import DecodedEnvelope, wrap_inputs
 from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
 from ledger.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
 from ledger.store import LedgerStore

@@ -20,7 +20,7 @@ from test_consumer_support import (
     stored_offsets,
 )
 
-from consumers.envelope import wrap_inputs
+from engine.envelope import wrap_inputs
 
 pytestmark = pytest.mark.integration
 

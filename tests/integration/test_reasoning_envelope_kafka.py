@@ -14,7 +14,7 @@ import pytest
 from test_consumer_support import consumer_env, make_inputs, publish, run_consumer
 from test_reasoning_stage_support import FORMULAS, ROOT, Stubs, by_submission
 
-from consumers.envelope import wrap_inputs
+from engine.envelope import wrap_inputs
 from engine.reasoning import ReasoningResult
 from ledger.reasoning_stage import replay_reasoning_entry
 from ledger.store import LedgerStore

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from test_reasoning_stage_support import (
     ABOVE_ON_DATE,
     AT_OR_ABOVE,
@@ -209,3 +210,29 @@ def test_reason_worker_command_runs_one_pass_as_its_own_process(
     for name, secret in stubs.env().items():
         if name.endswith("_API_KEY"):
             assert secret not in done.stdout + done.stderr and secret not in stored
+
+
+def test_stored_inputs_the_consumer_would_refuse_are_never_verified(ledger_store: LedgerStore) -> None:
+    """The stage reads question and options through the consumer's decoder: a received payload
+    rewritten behind the triggers (market-id mismatch) is an error on every pass, never verified."""
+    good = submit(ledger_store, AT_OR_ABOVE, event_id="decoder-good", verify=True)
+    bad = submit(ledger_store, AT_OR_ABOVE, event_id="decoder-bad", verify=True)
+    with ledger_store.engine.begin() as conn:  # as the superuser, past the append-only triggers
+        conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+        changed = conn.execute(
+            text(
+                "UPDATE ledger_store.entries SET payload_canonical = jsonb_set(payload, "
+                "'{evidence_bundle,market_id}', '\"mk_elsewhere\"')::text "
+                "WHERE submission_id = :s AND kind = 'submission.received'"
+            ),
+            {"s": bad},
+        ).rowcount
+    assert changed == 1
+    with Stubs() as stubs:
+        worker = make_worker(ledger_store, stubs)
+        first = asyncio.run(worker.run_once())
+        again = asyncio.run(make_worker(ledger_store, stubs).run_once())
+
+    assert (first.found, first.appended, first.errors) == (2, 1, 1)
+    assert (again.found, again.appended, again.errors) == (1, 0, 1)
+    assert set(by_submission(ledger_store)) == {good}

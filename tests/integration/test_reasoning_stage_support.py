@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from consumers.audit import audit_envelope
-from consumers.envelope import decode_envelope, wrap_inputs
+from engine.envelope import decode_envelope, wrap_inputs
 from engine.reasoning import ReasoningVerifier, RetryPolicy, build_providers_from_env
 from ledger.hashing import entry_hash_reference, text_sha256
 from ledger.reasoning_worker import ReasoningWorker, WorkerConfig

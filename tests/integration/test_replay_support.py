@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from consumers.audit import audit_envelope
-from consumers.envelope import EnvelopeError, decode_envelope, wrap_inputs
+from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from ledger.connect import libpq_url
 from ledger.records import SubmissionDraft
 from ledger.store import LedgerStore

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine.envelope import EnvelopeError, decode_submission
 from tests.golden.regenerate import corpus_paths, golden_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +48,21 @@ def run_in(overrides: dict[str, str], paths: list[str]) -> dict[str, str]:
     return digests
 
 
+def accepted(path: Path) -> bool:
+    """Whether ``ledger audit`` (the consumer's decoder) accepts the bundle."""
+    try:
+        decode_submission(path.read_bytes())
+    except EnvelopeError:
+        return False
+    return True
+
+
 def test_corpus_audits_are_byte_identical_across_seed_timezone_and_locale() -> None:
-    paths = [str(path) for path in corpus_paths()]
+    audited = [path for path in corpus_paths() if accepted(path)]
+    # the one bundle the consumer dead-letters; its golden pins the Auditor, not the CLI
+    assert [path.name for path in corpus_paths() if path not in audited] == ["36_duplicate_evidence_ids.json"]
+    paths = [str(path) for path in audited]
     runs = [run_in(env, paths) for env in ENVIRONMENTS]
     assert all(run == runs[0] for run in runs[1:])
-    goldens = {
-        str(path): hashlib.sha256(golden_path(path).read_bytes()).hexdigest() for path in corpus_paths()
-    }
+    goldens = {str(path): hashlib.sha256(golden_path(path).read_bytes()).hexdigest() for path in audited}
     assert runs[0] == goldens

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from ledger.cli import main
-from ledger.cli.audit import format_loc
 from tests.golden.regenerate import CORPUS_DIR, golden_path
 
 
@@ -74,9 +73,9 @@ def test_standard_input(monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.Ca
         ('{"prompt_spec": {}, "prompt_spec": {}}', "duplicate_key"),
         ('{"prompt_spec": NaN}', "non_finite_number"),
         (b"\xff\xfe{}", "invalid_utf8"),
-        ("[]", "expected an object"),
-        ("{}", "prompt_spec: field required"),
-        ('{"prompt_spec": 1' + "0" * 5000 + "}", "number_too_large"),
+        ("[]", "not_an_object"),
+        ("{}", "unknown_envelope_schema"),
+        ('{"prompt_spec": 1' + "0" * 5000 + "}", "invalid_json"),  # the consumer's reason code
     ],
 )
 def test_unreadable_input_exits_2_with_the_problem(
@@ -96,10 +95,10 @@ def test_validation_errors_name_every_field_path(tmp_path: Path, capsys: pytest.
     document["extra_top_level"] = 1
     assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
     err = capsys.readouterr().err
-    assert "evidence_bundle.items[2].provenance.tier:" in err
-    assert "evidence_bundle.items[0].surprise:" in err
-    assert "prompt_spec.market.resolution_window.start:" in err and "time zone" in err
-    assert "extra_top_level: unknown field" in err
+    assert "$.evidence_bundle.items[2].provenance.tier:" in err
+    assert "$.evidence_bundle.items[0].surprise: Extra inputs are not permitted" in err
+    assert "$.prompt_spec.market.resolution_window.start:" in err and "time zone" in err
+    assert "$.extra_top_level: Extra inputs are not permitted" in err
 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,16 +112,8 @@ def test_lone_surrogates_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "\ud800"  # an Any field: canonical form fails
     )
     assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
-    assert "cannot be canonicalised" in capsys.readouterr().err
+    assert "not_canonicalizable" in capsys.readouterr().err
     document = corpus("01_clean_threshold")
     document["evidence_bundle"]["bundle_id"] = "bundle_\ud800"  # a str field: validation refuses it
     assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
     assert "evidence_bundle.bundle_id:" in capsys.readouterr().err
-
-
-def test_format_loc() -> None:
-    assert (
-        format_loc("evidence_bundle", ("items", 2, "provenance", "tier"))
-        == "evidence_bundle.items[2].provenance.tier"
-    )
-    assert format_loc("prompt_spec", ()) == "prompt_spec"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from consumers.envelope import (
+from engine.envelope import (
     ENVELOPE_SCHEMA_ID,
     EnvelopeError,
     Reason,
@@ -43,7 +43,7 @@ def refusal(raw: bytes, **kwargs: Any) -> EnvelopeError:
 def test_checked_in_schema_equals_the_generated_one() -> None:
     published = (ROOT / "schemas" / "envelope-v1.schema.json").read_text(encoding="utf-8")
     assert published == render_json_schema(), (
-        "run: python -m consumers.envelope > schemas/envelope-v1.schema.json"
+        "run: python -m engine.envelope > schemas/envelope-v1.schema.json"
     )
 
 

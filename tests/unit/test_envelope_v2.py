@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from consumers.audit import audit_envelope
-from consumers.envelope import (
+from consumers.publisher import CONTENT_TYPE_HEADER, prepare_document
+from engine.envelope import (
     MAX_REASONING_EXPRESSION_LENGTH,
     MAX_REASONING_QUERY_LENGTH,
     SUPPORTED_VERSIONS,
@@ -22,7 +23,6 @@ from consumers.envelope import (
     render_json_schema,
     wrap_inputs,
 )
-from consumers.publisher import CONTENT_TYPE_HEADER, prepare_document
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = json.loads((ROOT / "tests" / "data" / "cournot_minimal.json").read_text())
@@ -55,7 +55,7 @@ def refusal(document: Any) -> EnvelopeError:
 def test_checked_in_schemas_equal_the_generated_ones(version: int) -> None:
     published = (ROOT / "schemas" / f"envelope-v{version}.schema.json").read_text(encoding="utf-8")
     assert published == render_json_schema(version), (
-        f"run: python -m consumers.envelope {version} > schemas/envelope-v{version}.schema.json"
+        f"run: python -m engine.envelope {version} > schemas/envelope-v{version}.schema.json"
     )
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from consumers.envelope import EnvelopeError, Reason
 from consumers.por_envelope import decode_por_envelope, is_por_record, por_draft, render_por_json_schema
 from consumers.processing import Audited, RecordContext, Rejection, process_record
+from engine.envelope import EnvelopeError, Reason
 from engine.por_pack.stored import StoredPackError, reverify
 from ledger.por_files import read_pack_files
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from consumers.envelope import EnvelopeError, Reason, decode_envelope, wrap_inputs
 from consumers.publisher import prepare_document, prepare_file, prepare_raw
+from engine.envelope import EnvelopeError, Reason, decode_envelope, wrap_inputs
 
 SAMPLE = json.loads((Path(__file__).resolve().parents[1] / "data" / "cournot_minimal.json").read_text())
 
@@ -98,3 +98,18 @@ def test_size_limit_applies_before_sending() -> None:
     with pytest.raises(EnvelopeError) as info:
         prepare_document(sample(), max_bytes=100)
     assert info.value.reason is Reason.OVERSIZE
+
+
+def test_lone_surrogates_get_the_consumers_reason_not_non_finite_number() -> None:
+    """A ``\\ud800`` escape has no UTF-8 form: the envelope is written with ASCII escapes, so the
+    decoder refuses it for what it is (it used to be reported as ``non_finite_number``)."""
+    document = sample()
+    document["evidence_bundle"]["bundle_id"] = "bundle_\ud800"
+    with pytest.raises(EnvelopeError) as info:
+        prepare_document(document)
+    assert (info.value.reason, info.value.path) == (Reason.SCHEMA_VIOLATION, "$.evidence_bundle.bundle_id")
+    document = sample()
+    document["evidence_bundle"]["items"][0]["parsed_value"]["note"] = "\ud800"
+    with pytest.raises(EnvelopeError) as info:
+        prepare_document(document)
+    assert info.value.reason is Reason.NOT_CANONICAL

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from consumers.audit import audit_envelope
-from consumers.envelope import EnvelopeError, Reason, decode_envelope
 from consumers.processing import Audited, RecordContext, Rejection, build_rejection, process_record
-from ledger.limits import (
+from engine.envelope import EnvelopeError, Reason, decode_envelope
+from engine.limits import (
     MAX_ID_BYTES,
     storable_id,
     storable_text,

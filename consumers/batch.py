@@ -28,6 +28,7 @@ from ledger.errors import (
     StaleOffsetError,
 )
 from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.source_log import SourceIdentity, SourceResolution
 
 __all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "LedgerPort", "PreparedBatch"]
 
@@ -47,6 +48,10 @@ class LedgerPort(Protocol):
     ) -> list[AppendResult]: ...
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]: ...
+
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution: ...
 
 
 @dataclass(frozen=True)
@@ -106,10 +111,14 @@ class BatchWriter:
     async def write(self, prepared: PreparedBatch) -> bool:
         """Dead letters, then the transaction. False when fenced (nothing written; re-seek)."""
         sent_started = time.monotonic()
-        await self.send_dead_letters(prepared.rejections)
+        rejections = prepared.rejections
+        sent = await self.send_dead_letters(rejections)
+        # the same outcomes, the rejections now carrying where their dead letters landed
+        placed: dict[int, Outcome] = {id(old): new for old, new in zip(rejections, sent, strict=True)}
+        outcomes = [placed.get(id(outcome), outcome) for outcome in prepared.outcomes]
         append_started = time.monotonic()
         try:
-            results = await self.append(unique_drafts(prepared.outcomes), prepared.offsets)
+            results = await self.append(unique_drafts(outcomes), prepared.offsets)
         except StaleOffsetError as exc:
             self.fenced(exc)
             return False
@@ -120,7 +129,7 @@ class BatchWriter:
                 "ledger refused the batch; committing record by record",
                 extra={"code": exc.code, "error": exc.message, "records": len(prepared.outcomes)},
             )
-            return await self.write_one_by_one(prepared.outcomes)
+            return await self.write_one_by_one(outcomes, prepared.offsets)
         self.advanced(prepared.offsets)
         self.metrics.record_outcomes(self.topic, prepared.outcomes, results)
         self._log_committed(prepared, results, sent_started, append_started)
@@ -156,10 +165,15 @@ class BatchWriter:
             },
         )
 
-    async def send_dead_letters(self, rejections: Sequence[Rejection]) -> None:
-        """Send and wait for acknowledgement, retrying while the broker is unavailable."""
-        if rejections:
-            await self.retrying("dead-letter send", lambda: self.dlq.send(rejections))
+    async def send_dead_letters(self, rejections: Sequence[Rejection]) -> list[Rejection]:
+        """Send and wait for acknowledgement, retrying while the broker is unavailable.
+
+        Returns the rejections, in order, with their dead-letter coordinates in the drafts.
+        """
+        if not rejections:
+            return []
+        placed: list[Rejection] = await self.retrying("dead-letter send", lambda: self.dlq.send(rejections))
+        return placed
 
     async def append(
         self, drafts: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance]
@@ -183,15 +197,18 @@ class BatchWriter:
             extra={"partition": exc.partition, "from_offset": exc.from_offset},
         )
 
-    async def write_one_by_one(self, outcomes: Sequence[Outcome]) -> bool:
+    async def write_one_by_one(self, outcomes: Sequence[Outcome], offsets: Sequence[OffsetAdvance]) -> bool:
         """Each record in its own transaction; one the database refuses is dead-lettered instead."""
+        incarnation = offsets[0].incarnation if offsets else None
         for outcome in outcomes:
             ctx = outcome.context
             tp = TopicPartition(ctx.topic, ctx.partition)
             from_offset = self.stored.get(tp, 0)
             if ctx.offset < from_offset:
                 continue
-            advance = OffsetAdvance(self.group, ctx.topic, ctx.partition, from_offset, ctx.offset + 1)
+            advance = OffsetAdvance(
+                self.group, ctx.topic, ctx.partition, from_offset, ctx.offset + 1, incarnation
+            )
             try:
                 try:
                     results = await self.append([outcome.draft], [advance])
@@ -206,7 +223,7 @@ class BatchWriter:
                         inline_limit=self.raw_inline_limit,
                         dlq_value_limit=self.max_message_bytes,
                     )
-                    await self.send_dead_letters([outcome])
+                    [outcome] = await self.send_dead_letters([outcome])
                     results = await self.append([outcome.draft], [advance])
             except StaleOffsetError as exc:
                 self.fenced(exc)

@@ -26,6 +26,7 @@ __all__ = [
     "SourceIdentity",
     "SourceResolution",
     "fence_incarnations",
+    "known_incarnations",
     "record_dead_letters",
     "resolve_incarnation",
 ]
@@ -57,7 +58,8 @@ class SourceResolution:
     created: bool
 
 
-def _known(cur: Cursor[Any], group: str, topic: str) -> list[Incarnation]:
+def known_incarnations(cur: Cursor[Any], group: str, topic: str) -> list[Incarnation]:
+    """The group's recorded incarnations of ``topic``, oldest first (the last is the current one)."""
     cur.execute(
         "SELECT incarnation, cluster_id, topic_id, reason FROM ledger_store.source_incarnations "
         "WHERE consumer_group = %s AND topic = %s ORDER BY incarnation",
@@ -97,7 +99,7 @@ def resolve_incarnation(
         raise SourceLogUndecidedError(
             f"the broker gave no cluster id or topic id for {topic!r}", reason="no_identity"
         )
-    known = _known(cur, group, topic)
+    known = known_incarnations(cur, group, topic)
     offsets = _offsets(cur, group, topic)
     if known and known[-1].identity == observed:
         return SourceResolution(known[-1], offsets, created=False)

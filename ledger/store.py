@@ -40,9 +40,11 @@ from ledger.records import (
     SubmissionRecord,
 )
 from ledger.source_log import (
+    Incarnation,
     SourceIdentity,
     SourceResolution,
     fence_incarnations,
+    known_incarnations,
     record_dead_letters,
     resolve_incarnation,
 )
@@ -300,6 +302,12 @@ class LedgerStore:
                 idle_timeout=self.idle_in_transaction_timeout,
             )
             return resolve_incarnation(cur, group, topic, observed, host=host)
+
+    def current_incarnation(self, group: str, topic: str) -> Incarnation | None:
+        """The group's current incarnation of ``topic`` (None before its first consumed batch)."""
+        with self.connection() as conn, conn.cursor() as cur:
+            known = known_incarnations(cur, group, topic)
+        return known[-1] if known else None
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         """``{partition: next_offset}`` stored for a consumer group and topic (seek to these)."""

@@ -43,7 +43,6 @@ from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
 from consumers.source_log import SourceIdentity, SourceTracker, ends_below
-from ledger.errors import SourceLogUndecidedError
 from ledger.records import OffsetAdvance
 
 __all__ = ["ConsumerConfig", "LedgerConsumer", "LedgerPort"]
@@ -111,7 +110,7 @@ class LedgerConsumer:
         # Bumped around every seek: a batch fetched or audited across a seek is stale and dropped.
         self._seek_generation = 0
         self._batch_generation = 0
-        self._fatal: SourceLogUndecidedError | None = None  # raised in a rebalance callback
+        self._fatal: Exception | None = None  # raised in a rebalance callback, re-raised by the loop
         self._source: SourceTracker | None = None  # the incarnation the stored offsets belong to
         self._stop = asyncio.Event()
         self._not_auditing = asyncio.Event()
@@ -398,7 +397,7 @@ class LedgerConsumer:
             await self._reseek(assigned)
         except BatchAbandoned:
             return  # stopping while Postgres is unreachable: run() is about to return
-        except SourceLogUndecidedError as exc:  # aiokafka swallows callback errors: the loop raises it
+        except Exception as exc:  # aiokafka logs and swallows callback errors: the loop raises it
             self._fatal = exc
             self.request_stop()
             return

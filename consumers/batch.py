@@ -30,6 +30,7 @@ from ledger.errors import (
     UnstorableRecordError,
 )
 from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.source_log import SourceIdentity, SourceResolution
 
 __all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "LedgerPort", "PreparedBatch"]
 
@@ -54,6 +55,10 @@ class LedgerPort(Protocol):
     ) -> list[AppendResult]: ...
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]: ...
+
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution: ...
 
 
 @dataclass(frozen=True)
@@ -111,10 +116,14 @@ class BatchWriter:
     async def write(self, prepared: PreparedBatch) -> bool:
         """Dead letters, then the transaction. False when fenced (nothing written; re-seek)."""
         sent_started = time.monotonic()
-        await self.send_dead_letters(prepared.rejections)
+        rejections = prepared.rejections
+        sent = await self.send_dead_letters(rejections)
+        # the same outcomes, the rejections now carrying where their dead letters landed
+        placed: dict[int, Outcome] = {id(old): new for old, new in zip(rejections, sent, strict=True)}
+        outcomes = [placed.get(id(outcome), outcome) for outcome in prepared.outcomes]
         append_started = time.monotonic()
         try:
-            results = await self.append(batch_drafts(prepared.outcomes), prepared.offsets)
+            results = await self.append(batch_drafts(outcomes), prepared.offsets)
         except StaleOffsetError as exc:
             self.fenced(exc)
             return False
@@ -125,7 +134,7 @@ class BatchWriter:
                 "ledger refused the batch; committing record by record",
                 extra={"code": exc.code, "error": exc.message, "records": len(prepared.outcomes)},
             )
-            return await self.write_one_by_one(prepared.outcomes)
+            return await self.write_one_by_one(outcomes, prepared.offsets)
         self.advanced(prepared.offsets)
         self.metrics.record_outcomes(self.topic, prepared.outcomes, results)
         self._log_committed(prepared, results, sent_started, append_started)
@@ -161,10 +170,15 @@ class BatchWriter:
             },
         )
 
-    async def send_dead_letters(self, rejections: Sequence[Rejection]) -> None:
-        """Send and wait for acknowledgement, retrying while the broker is unavailable."""
-        if rejections:
-            await self.retrying("dead-letter send", lambda: self.dlq.send(rejections))
+    async def send_dead_letters(self, rejections: Sequence[Rejection]) -> list[Rejection]:
+        """Send and wait for acknowledgement, retrying while the broker is unavailable.
+
+        Returns the rejections, in order, with their dead-letter coordinates in the drafts.
+        """
+        if not rejections:
+            return []
+        placed: list[Rejection] = await self.retrying("dead-letter send", lambda: self.dlq.send(rejections))
+        return placed
 
     async def append(
         self, drafts: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance]
@@ -188,20 +202,23 @@ class BatchWriter:
             extra={"partition": exc.partition, "from_offset": exc.from_offset},
         )
 
-    async def write_one_by_one(self, outcomes: Sequence[Outcome]) -> bool:
+    async def write_one_by_one(self, outcomes: Sequence[Outcome], offsets: Sequence[OffsetAdvance]) -> bool:
         """Each record in its own transaction; one the database refuses is dead-lettered instead.
 
         Only unavailability is retried (inside :meth:`append`). A record the database refuses for
         any other reason becomes a ``ledger_refused`` rejection; if even that cannot be stored the
         consumer stops with :class:`UnstorableRecordError` rather than skip or retry it forever.
         """
+        incarnation = offsets[0].incarnation if offsets else None
         for outcome in outcomes:
             ctx = outcome.context
             tp = TopicPartition(ctx.topic, ctx.partition)
             from_offset = self.stored.get(tp, 0)
             if ctx.offset < from_offset:
                 continue
-            advance = OffsetAdvance(self.group, ctx.topic, ctx.partition, from_offset, ctx.offset + 1)
+            advance = OffsetAdvance(
+                self.group, ctx.topic, ctx.partition, from_offset, ctx.offset + 1, incarnation
+            )
             try:
                 try:
                     results = await self.append([outcome.draft], [advance])
@@ -238,8 +255,8 @@ class BatchWriter:
             inline_limit=self.raw_inline_limit,
             dlq_value_limit=self.max_message_bytes,
         )
-        await self.send_dead_letters([rejection])
-        return rejection
+        [placed] = await self.send_dead_letters([rejection])
+        return placed
 
     async def append_rejection(self, rejection: Rejection, advance: OffsetAdvance) -> list[AppendResult]:
         """Store a rejection built after the database refused its record; stop if that fails too."""

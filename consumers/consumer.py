@@ -17,6 +17,10 @@ batch is retried with backoff and nothing advances. If another member advanced a
 back; the audited batch behind it is dropped and every partition re-seeks from Postgres. On
 assignment every partition seeks to the offset stored in Postgres; Kafka's own commits are
 advisory (lag dashboards only).
+
+Offsets belong to one incarnation of the source log (cluster id + topic id, docs/event-store.md
+§4), checked on assignment, with every batch and when a log end falls below a stored offset: a new
+log is recorded and consumed from its start; an undecidable one stops the member (never a skip).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
 from consumers.batch import BatchWriter, LedgerPort, PreparedBatch
@@ -37,6 +42,7 @@ from consumers.dlq import DeadLetterSender
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
+from consumers.source_log import SourceIdentity, SourceTracker, ends_below
 from ledger.records import OffsetAdvance
 
 __all__ = ["ConsumerConfig", "LedgerConsumer", "LedgerPort"]
@@ -104,7 +110,8 @@ class LedgerConsumer:
         # Bumped around every seek: a batch fetched or audited across a seek is stale and dropped.
         self._seek_generation = 0
         self._batch_generation = 0
-        self._regressed: set[tuple[str, int]] = set()  # partitions whose log end fell below the stored offset
+        self._fatal: Exception | None = None  # raised in a rebalance callback, re-raised by the loop
+        self._source: SourceTracker | None = None  # the incarnation the stored offsets belong to
         self._stop = asyncio.Event()
         self._not_auditing = asyncio.Event()
         self._not_auditing.set()
@@ -119,6 +126,11 @@ class LedgerConsumer:
         if not self._stop.is_set():
             log.info("stop requested")
         self._stop.set()
+
+    @property
+    def incarnation(self) -> int | None:
+        """The source-log incarnation this member consumes (None before its first assignment)."""
+        return self._source.incarnation if self._source is not None else None
 
     @property
     def stopping(self) -> bool:
@@ -160,7 +172,20 @@ class LedgerConsumer:
             raw_inline_limit=cfg.raw_inline_limit,
             max_message_bytes=cfg.max_message_bytes,
         )
+        source_client = AIOKafkaClient(
+            bootstrap_servers=cfg.bootstrap, client_id=f"{cfg.client_id}-source", request_timeout_ms=10_000
+        )
+        self._source = SourceTracker(
+            client=source_client,
+            store=self.store,
+            metrics=self.metrics,
+            retrying=self._retrying,
+            group=cfg.group_id,
+            topic=cfg.topic,
+            host=cfg.host,
+        )
         try:
+            await source_client.bootstrap()
             await dlq.start()
             await self._consumer.start()
             self._consumer.subscribe([cfg.topic], listener=_Rebalance(self))
@@ -175,6 +200,7 @@ class LedgerConsumer:
                 await self._commit_kafka(force=True)
             await self._consumer.stop()  # leaves the group: the partitions move on at once
             await dlq.stop()
+            await source_client.close()
         log.info("stopped", extra={"topic": cfg.topic, "group": cfg.group_id})
 
     async def _loop(self) -> None:
@@ -189,7 +215,8 @@ class LedgerConsumer:
                     self._last_activity = time.monotonic()
                 elif self._pending is not None:
                     await self._settle()  # nothing new: finish the commit in flight
-                self._update_lag()
+                if self._update_lag():
+                    await self._check_source()
                 await self._commit_kafka()
                 if await self._idle_expired():
                     log.info("idle, exiting", extra={"until_idle": self.config.until_idle})
@@ -197,6 +224,8 @@ class LedgerConsumer:
             await self._settle()
         except BatchAbandoned:
             log.warning("batch abandoned at shutdown; it will be re-delivered")
+        if self._fatal is not None:
+            raise self._fatal
 
     async def _fetch(self) -> dict[TopicPartition, list[Any]]:
         """One batch: a poll, then more polls for up to ``batch_linger_ms`` while it is not full.
@@ -242,9 +271,15 @@ class LedgerConsumer:
         """Stage 1 for this batch, then start its commit once the previous commit has finished."""
         self._not_auditing.clear()
         try:
-            prepared = await self._audit(batch)
+            # The broker is asked which log it serves after the records were fetched: if it is
+            # still the incarnation they were read as, they came from it (topic ids never recur).
+            assert self._source is not None
+            prepared, identity = await asyncio.gather(self._audit(batch), self._source.observe())
             if not await self._settle():
                 return  # the previous batch was fenced: this one was audited from stale positions
+            if identity != self._source.identity:
+                await self._source_changed(identity)
+                return
             if not prepared.offsets:
                 return  # every partition of the batch was revoked while it was audited
             assert self._writer is not None
@@ -292,6 +327,7 @@ class LedgerConsumer:
             dlq_topic=cfg.dlq_topic,
             max_bytes=cfg.max_message_bytes,
             inline_limit=cfg.raw_inline_limit,
+            incarnation=self.incarnation or 1,
         )
         if self._seek_generation != self._batch_generation:  # re-sought while auditing: stale batch
             self._refetch()
@@ -304,7 +340,9 @@ class LedgerConsumer:
         for tp, tp_records in batch.items():
             next_offset = tp_records[-1].offset + 1
             offsets.append(
-                OffsetAdvance(cfg.group_id, tp.topic, tp.partition, self.expected[tp], next_offset)
+                OffsetAdvance(
+                    cfg.group_id, tp.topic, tp.partition, self.expected[tp], next_offset, self.incarnation
+                )
             )
             self.expected[tp] = next_offset
         return PreparedBatch(batch, outcomes, offsets, started, time.monotonic() - started)
@@ -359,6 +397,10 @@ class LedgerConsumer:
             await self._reseek(assigned)
         except BatchAbandoned:
             return  # stopping while Postgres is unreachable: run() is about to return
+        except Exception as exc:  # aiokafka logs and swallows callback errors: the loop raises it
+            self._fatal = exc
+            self.request_stop()
+            return
         self.metrics.assigned.set(len(self._consumer.assignment()) if self._consumer else len(assigned))
         self._last_activity = time.monotonic()
         log.info("partitions assigned", extra={"partitions": sorted(tp.partition for tp in assigned)})
@@ -387,68 +429,56 @@ class LedgerConsumer:
             await asyncio.wait([pending])
 
     async def _reseek(self, partitions: Sequence[TopicPartition]) -> None:
-        consumer = self._consumer
-        assert consumer is not None
+        """Resolve the source incarnation, then seek ``partitions`` to its offsets in Postgres."""
+        consumer, source = self._consumer, self._source
+        assert consumer is not None and source is not None
         if not partitions:
             return
-        group, topic = self.config.group_id, self.config.topic
         self._seek_generation += 1
-        stored = await self._retrying(
-            "offset load", lambda: asyncio.to_thread(self.store.load_offsets, group, topic)
-        )
+        previous = source.incarnation
+        resolution = await source.resolve(await source.observe())
+        if source.incarnation != previous:
+            self.stored.clear()  # offsets of another incarnation mean nothing in this one
+            self.expected.clear()
         owned = consumer.assignment()
-        for tp in partitions:
+        for tp in owned if source.incarnation != previous else partitions:
             if tp in owned:
-                self.stored[tp] = self.expected[tp] = stored.get(tp.partition, 0)
+                self.stored[tp] = self.expected[tp] = resolution.offsets.get(tp.partition, 0)
                 consumer.seek(tp, self.stored[tp])
         self._seek_generation += 1
-        await self._check_broker_remembers(partitions)
 
-    async def _check_broker_remembers(self, partitions: Sequence[TopicPartition]) -> None:
-        """Warn when the broker has no committed offset for a partition Postgres has consumed.
+    async def _source_changed(self, identity: SourceIdentity) -> None:
+        """The broker serves another log than the one being consumed: re-resolve and re-seek all."""
+        assert self._consumer is not None and self._source is not None
+        log.warning(
+            "the source log changed under the consumer (broker log lost, cluster rebuilt or topic "
+            "recreated); re-resolving its incarnation",
+            extra={
+                "incarnation": self._source.incarnation,
+                "cluster_id": identity.cluster_id,
+                "topic_id": identity.topic_id,
+            },
+        )
+        await self._reseek(list(self._consumer.assignment()))
 
-        This member mirrors the Postgres offsets into Kafka; a broker that forgot them lost its
-        state (or is another cluster), and its partitions may have been renumbered from 0.
-        """
-        consumer = self._consumer
-        assert consumer is not None
-        for tp in partitions:
-            if self.stored.get(tp, 0) <= 0:
-                continue
-            try:
-                committed = await consumer.committed(tp)
-            except Exception:  # advisory only: an unreachable coordinator is not a reason to stop
-                continue
-            if committed is None:
-                self._report_regressed_log(tp, None)
-
-    def _update_lag(self) -> None:
+    def _update_lag(self) -> bool:
+        """Set the lag gauges; True if a partition's log end lies below its stored offset."""
         assert self._consumer is not None
         for tp in self._consumer.assignment():
             highwater = self._consumer.highwater(tp)
             if highwater is not None and tp in self.stored:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, highwater - self.stored[tp]))
-                self._report_regressed_log(tp, highwater)
+        return bool(ends_below(self._consumer, self.stored))
 
-    def _report_regressed_log(self, tp: TopicPartition, highwater: int | None) -> None:
-        """The topic was recreated or the broker lost its log: a log end below the stored offset,
-        or (``highwater`` None) a broker that no longer knows this group's committed offset.
-
-        Offsets in Postgres only move forward (they fence zombies), so records below the stored
-        offset are not consumed automatically; this says so loudly, once per partition, and
-        counts it. Rewinding is an operator decision (docs/event-store.md §6).
-        """
-        key = (tp.topic, tp.partition)
-        if (highwater is not None and highwater >= self.stored[tp]) or key in self._regressed:
-            return
-        self._regressed.add(key)
-        self.metrics.regressed_partitions.labels(tp.topic, str(tp.partition)).inc()
-        log.error(
-            "the topic was recreated or the broker lost its log (log end below the stored offset, or "
-            "the broker forgot this group's committed offset); records below the stored offset will "
-            "not be consumed",
-            extra={"partition": tp.partition, "highwater": highwater, "stored_next_offset": self.stored[tp]},
-        )
+    async def _check_source(self) -> None:
+        """A log end below a stored offset: a new log (re-resolve) or, same identity, stop."""
+        assert self._consumer is not None and self._source is not None
+        await self._settle()
+        identity = await self._source.observe()
+        if identity != self._source.identity:
+            await self._source_changed(identity)
+        elif below := ends_below(self._consumer, self.stored):  # else a commit in flight settled it
+            raise self._source.regressed(below)
 
     async def _commit_kafka(self, *, force: bool = False) -> None:
         """Advisory: mirror the Postgres offsets into Kafka so standard lag tools see them."""

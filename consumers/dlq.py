@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
 
 from consumers.processing import Rejection
+from ledger.records import DeadLetterCoordinates, OperationalInfo
 
 __all__ = ["DeadLetterSender"]
 
@@ -39,10 +41,14 @@ class DeadLetterSender:
         """Flush and disconnect."""
         await self._producer.stop()
 
-    async def send(self, rejections: Sequence[Rejection]) -> None:
-        """Send every dead letter, then wait for every acknowledgement (raises if any failed)."""
+    async def send(self, rejections: Sequence[Rejection]) -> list[Rejection]:
+        """Send every dead letter and wait for every acknowledgement (raises if any failed).
+
+        Returns the rejections with their drafts carrying where the broker stored each copy
+        (``operational.dead_letter``), which the ledger records with the rejection.
+        """
         if not rejections:
-            return
+            return []
         futures = []
         for rejection in rejections:
             letter = rejection.dead_letter
@@ -51,8 +57,12 @@ class DeadLetterSender:
                     self.topic, value=letter.value, key=letter.key, headers=list(letter.headers)
                 )
             )
-        await asyncio.gather(*futures)
-        for rejection in rejections:
+        stored = await asyncio.gather(*futures)
+        placed = [
+            with_coordinates(r, self.topic, meta.partition, meta.offset)
+            for r, meta in zip(rejections, stored, strict=True)
+        ]
+        for rejection, meta in zip(rejections, stored, strict=True):
             ctx = rejection.context
             log.warning(
                 "record dead-lettered",
@@ -64,5 +74,17 @@ class DeadLetterSender:
                     "path": rejection.error.path,
                     "detail": rejection.error.message,
                     "dlq_topic": self.topic,
+                    "dlq_partition": meta.partition,
+                    "dlq_offset": meta.offset,
                 },
             )
+        return placed
+
+
+def with_coordinates(rejection: Rejection, topic: str, partition: int, offset: int) -> Rejection:
+    """``rejection`` whose draft records where its dead-letter copy landed (operational, never hashed)."""
+    draft = rejection.draft
+    operational = dataclasses.replace(
+        draft.operational or OperationalInfo(), dead_letter=DeadLetterCoordinates(topic, partition, offset)
+    )
+    return dataclasses.replace(rejection, draft=dataclasses.replace(draft, operational=operational))

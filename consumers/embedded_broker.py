@@ -4,6 +4,8 @@ Memory storage, one node, on 127.0.0.1 and a free port. ``foreground`` ties the 
 the Python thread that started it (``PR_SET_PDEATHSIG``); ``detached`` lets it outlive us
 and records pid, port and bootstrap in ``<state_dir>/broker.json``. All topics, records and
 offsets are lost when it stops (see docs/reference/test-infrastructure.md §1 for its quirks).
+Each start gets a fresh cluster id, so consumers see a new source-log incarnation (the
+topics' offsets restart at 0) instead of mistaking the new log for the old one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, load_psutil
@@ -105,6 +108,8 @@ class EmbeddedBroker:
         self._pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
+        self.cluster_id: str | None = None
+        """The cluster id of the running broker (a fresh UUID per start; tansu's default is fixed)."""
 
     @property
     def port(self) -> int:
@@ -145,7 +150,16 @@ class EmbeddedBroker:
 
     def _argv(self, binary: Path) -> list[str]:
         listener = f"tcp://{LOOPBACK}:{self._port}"
-        return [str(binary), "broker", "--listener-url", listener, "--advertised-listener-url", listener]
+        return [
+            str(binary),
+            "broker",
+            "--listener-url",
+            listener,
+            "--advertised-listener-url",
+            listener,
+            "--cluster-id",
+            str(self.cluster_id),
+        ]
 
     def start(self) -> None:
         """Start the broker (or adopt a running detached one) and wait until it serves metadata."""
@@ -164,13 +178,19 @@ class EmbeddedBroker:
             else:
                 self.state_file.unlink(missing_ok=True)
                 self._start_new(binary)
-            record = {"pid": self._pid, "port": self._port, "bootstrap": self.bootstrap}
+            record = {
+                "pid": self._pid,
+                "port": self._port,
+                "bootstrap": self.bootstrap,
+                "cluster_id": self.cluster_id,
+            }
             write_state(self.state_file, record | {"log": str(self.log_path), "started_at": time.time()})
 
     def _start_new(self, binary: Path) -> None:
         attempts = 1 if self._requested_port else 3
         for attempt in range(attempts):
             self._port = self._requested_port or free_loopback_port()
+            self.cluster_id = str(uuid.uuid4())
             argv = [*self._argv(binary), "--storage-engine", "memory://tansu/"]
             env = child_env(_TANSU_ENV)
             if self.mode == "detached":
@@ -264,6 +284,7 @@ class EmbeddedBroker:
         port = int(state.get("port", 0))
         if pid_alive(state["pid"]) and self._is_our_broker(state["pid"], port):
             self._pid, self._port = state["pid"], port
+            self.cluster_id = state.get("cluster_id")
             return ServiceStatus(True, self._pid, port, self.bootstrap)
         orphan = self._find_orphan(port)
         if orphan is None:

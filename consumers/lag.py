@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.client import AIOKafkaClient
 
-__all__ = ["PartitionLag", "partition_lag"]
+from consumers.source_log import SourceIdentity, observe_source
+
+__all__ = ["PartitionLag", "broker_source_identity", "partition_lag"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +69,13 @@ async def partition_lag(
         return result
     finally:
         await consumer.stop()
+
+
+async def broker_source_identity(bootstrap: str, topic: str, *, timeout: float = 10.0) -> SourceIdentity:
+    """The cluster id and topic id of ``topic`` on the broker (raises when it has none to give)."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+    await asyncio.wait_for(client.bootstrap(), timeout)
+    try:
+        return await asyncio.wait_for(observe_source(client, topic), timeout)
+    finally:
+        await client.close()

@@ -86,9 +86,23 @@ class ConsumerMetrics:
         self.assigned = Gauge("ledger_assigned_partitions", "Partitions assigned to this member", registry=r)
         self.regressed_partitions = Counter(
             "ledger_partition_log_regressions_total",
-            "Times a partition's log end was found below the offset stored in Postgres "
-            "(topic recreated or broker log lost); records below the stored offset are not consumed",
+            "Times a partition's log end was found below the offset stored in Postgres while the "
+            "cluster id and topic id were unchanged (log truncated); the consumer stops",
             ["topic", "partition"],
+            registry=r,
+        )
+        self.source_incarnations = Counter(
+            "ledger_source_incarnations_total",
+            "New incarnations of the source log recorded by this member (first log, broker log lost, "
+            "cluster rebuilt, topic recreated); each is consumed from its start",
+            ["topic", "reason"],
+            registry=r,
+        )
+        self.source_undecided = Counter(
+            "ledger_source_log_undecided_total",
+            "Times this member could not tell which log of the topic it reads and stopped "
+            "(no cluster or topic id, a past incarnation, or a log end below the stored offset)",
+            ["topic", "reason"],
             registry=r,
         )
 

@@ -42,6 +42,8 @@ Auditor = Callable[[DecodedEnvelope, OperationalInfo], SubmissionDraft]
 """Runs the engine on a validated envelope and returns the audited submission draft."""
 
 HEADER_PREFIX = "ledger.dlq."
+PRODUCER_HEADER_PREFIX = "producer."
+"""A producer's own ``ledger.dlq.*`` header reaches the dead letter renamed with this prefix."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class RecordContext:
     group: str
     host: str
     received_at: datetime
+    incarnation: int = 1
+    """The source-log incarnation the record was read from (docs/event-store.md §4)."""
 
     def operational(self) -> OperationalInfo:
         """The uncommitted facts stored beside the submission."""
@@ -100,9 +104,14 @@ class Rejection:
 Outcome = Audited | Rejection
 
 
-def rejection_key(topic: str, partition: int, offset: int) -> str:
-    """Idempotency key of a rejection: the record's coordinates, so re-delivery never double-counts."""
-    return f"rejected:{topic}/{partition}/{offset}"
+def rejection_key(topic: str, partition: int, offset: int, incarnation: int = 1) -> str:
+    """Idempotency key of a rejection: the record's coordinates, so re-delivery never double-counts.
+
+    Offsets restart in a new incarnation of the source log, so from the second one on the key
+    names it (``@2``); the first keeps the plain form of ledgers written before incarnations.
+    """
+    key = f"rejected:{topic}/{partition}/{offset}"
+    return key if incarnation == 1 else f"{key}@{incarnation}"
 
 
 def _sha256_hex(data: bytes) -> str:
@@ -151,7 +160,11 @@ def storable_error(error: EnvelopeError) -> EnvelopeError:
 def dlq_headers(
     error: EnvelopeError, context: RecordContext, *, value_omitted: bool
 ) -> tuple[tuple[str, bytes], ...]:
-    """The original headers followed by ``ledger.dlq.*`` headers saying why and where from."""
+    """The original headers followed by ``ledger.dlq.*`` headers saying why and where from.
+
+    ``ledger.dlq.*`` is reserved: a producer's header of that name is renamed ``producer.ledger.dlq.*``
+    so that it can never be read as the consumer's reason or source coordinates.
+    """
     raw = context.value or b""
     ours = {
         "reason": error.reason.value,
@@ -161,6 +174,7 @@ def dlq_headers(
         "source.partition": str(context.partition),
         "source.offset": str(context.offset),
         "source.timestamp": "" if context.timestamp_ms is None else str(context.timestamp_ms),
+        "source.incarnation": str(context.incarnation),
         "group": context.group,
         "host": context.host,
         "engine_version": ENGINE_VERSION,
@@ -168,7 +182,11 @@ def dlq_headers(
         "value.bytes": str(len(raw)),
         "value.omitted": "true" if value_omitted else "false",
     }
-    return (*context.headers, *((HEADER_PREFIX + name, text.encode("utf-8")) for name, text in ours.items()))
+    theirs = tuple(
+        (PRODUCER_HEADER_PREFIX + name if name.startswith(HEADER_PREFIX) else name, value)
+        for name, value in context.headers
+    )
+    return (*theirs, *((HEADER_PREFIX + name, text.encode("utf-8")) for name, text in ours.items()))
 
 
 def build_rejection(
@@ -196,12 +214,14 @@ def build_rejection(
         "partition": context.partition,
         "offset": context.offset,
     }
+    if context.incarnation != 1:
+        source["incarnation"] = context.incarnation
     if context.key is not None:
         source["key_base64"] = base64.b64encode(context.key).decode("ascii")
     payload["source"] = source
     market_id, bundle_id = _best_effort_ids(context.value if len(raw) <= inline_limit else None)
     draft = SubmissionDraft(
-        idempotency_key=rejection_key(context.topic, context.partition, context.offset),
+        idempotency_key=rejection_key(context.topic, context.partition, context.offset, context.incarnation),
         market_id=market_id,
         bundle_id=bundle_id,
         input_hashes={"raw_sha256": payload["raw_sha256"]},
@@ -257,7 +277,7 @@ def process_record(
 
 
 def context_from_record(
-    record: Any, *, group: str, host: str, received_at: datetime | None = None
+    record: Any, *, group: str, host: str, received_at: datetime | None = None, incarnation: int = 1
 ) -> RecordContext:
     """A :class:`RecordContext` from an aiokafka ``ConsumerRecord``."""
     return RecordContext(
@@ -271,6 +291,7 @@ def context_from_record(
         group=group,
         host=host,
         received_at=received_at or datetime.now(UTC),
+        incarnation=incarnation,
     )
 
 
@@ -283,12 +304,15 @@ def process_batch(
     dlq_topic: str,
     max_bytes: int,
     inline_limit: int,
+    incarnation: int = 1,
 ) -> list[Outcome]:
     """Process records in order (one partition's records stay in offset order)."""
     received_at = datetime.now(UTC)
     return [
         process_record(
-            context_from_record(record, group=group, host=host, received_at=received_at),
+            context_from_record(
+                record, group=group, host=host, received_at=received_at, incarnation=incarnation
+            ),
             auditor,
             dlq_topic=dlq_topic,
             max_bytes=max_bytes,

@@ -70,6 +70,21 @@ class StaleOffsetError(LedgerError):
         self.from_offset = from_offset
 
 
+class SourceLogUndecidedError(LedgerError):
+    """The consumer cannot tell which log of the source topic it reads: it stops instead of guessing.
+
+    Raised when the broker gives no cluster id or topic id, when the topic's identity is one the
+    group consumed before but not the current one, or when a partition's log end lies below the
+    stored offset while the identity is unchanged (docs/event-store.md §4, "Source incarnations").
+    """
+
+    code = "source_log_undecided"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class AppendOnlyViolationError(LedgerError):
     """The database refused an UPDATE, DELETE or TRUNCATE of ledger rows (trigger or privilege)."""
 

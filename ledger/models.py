@@ -163,6 +163,45 @@ class ConsumerOffset(Base):
     kafka_partition: Mapped[int] = mapped_column(Integer, primary_key=True)
     next_offset: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    incarnation: Mapped[int | None] = mapped_column(Integer)
+    """The source-log incarnation the offset belongs to (NULL: written before incarnations existed)."""
+
+
+class SourceIncarnation(Base):
+    """One log a consumer group consumed a topic from: broker cluster id and topic id (append-only)."""
+
+    __tablename__ = "source_incarnations"
+    __table_args__ = (
+        CheckConstraint("incarnation > 0", name="incarnation_positive"),
+        CheckConstraint(
+            "reason IN ('first', 'legacy_offsets', 'cluster_changed', 'topic_recreated')", name="reason"
+        ),
+        UniqueConstraint("consumer_group", "topic", "cluster_id", "topic_id"),
+    )
+
+    consumer_group: Mapped[str] = mapped_column(Text, primary_key=True)
+    topic: Mapped[str] = mapped_column(Text, primary_key=True)
+    incarnation: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    cluster_id: Mapped[str] = mapped_column(Text)
+    topic_id: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    previous_offsets: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    host: Mapped[str | None] = mapped_column(Text)
+    detected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class DeadLetterRecord(Base):
+    """Where a rejection's dead-letter copy landed (operational: never hashed, append-only)."""
+
+    __tablename__ = "dead_letters"
+
+    submission_id: Mapped[str] = mapped_column(
+        Text, ForeignKey(f"{STORE_SCHEMA}.submissions.submission_id"), primary_key=True
+    )
+    dlq_topic: Mapped[str] = mapped_column(Text)
+    dlq_partition: Mapped[int] = mapped_column(Integer)
+    dlq_offset: Mapped[int] = mapped_column(BigInteger)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class IdempotencyConflict(Base):

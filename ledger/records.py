@@ -61,6 +61,15 @@ class StepDraft:
 
 
 @dataclass(frozen=True)
+class DeadLetterCoordinates:
+    """Where the broker stored a rejection's dead-letter copy (``ledger_store.dead_letters``)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
 class OperationalInfo:
     """Where and when a submission arrived. Stored in uncommitted columns, never hashed."""
 
@@ -69,6 +78,7 @@ class OperationalInfo:
     partition: int | None = None
     offset: int | None = None
     host: str | None = None
+    dead_letter: DeadLetterCoordinates | None = None
 
 
 @dataclass(frozen=True)
@@ -121,13 +131,18 @@ class SubmissionDraft:
 
 @dataclass(frozen=True)
 class OffsetAdvance:
-    """The batch consumed ``[from_offset, next_offset)`` of one partition."""
+    """The batch consumed ``[from_offset, next_offset)`` of one partition.
+
+    ``incarnation``: the source-log incarnation the consumer read the batch from; the append is
+    refused (:class:`~ledger.errors.StaleOffsetError`) unless it is the group's current one.
+    """
 
     group: str
     topic: str
     partition: int
     from_offset: int
     next_offset: int
+    incarnation: int | None = None
 
     def __post_init__(self) -> None:
         if self.from_offset < 0 or self.next_offset < self.from_offset:

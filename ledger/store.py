@@ -41,6 +41,15 @@ from ledger.records import (
     SubmissionDraft,
     SubmissionRecord,
 )
+from ledger.source_log import (
+    Incarnation,
+    SourceIdentity,
+    SourceResolution,
+    fence_incarnations,
+    known_incarnations,
+    record_dead_letters,
+    resolve_incarnation,
+)
 from ledger.translog.tree import TreeError
 
 _ENTRY_SELECT = (
@@ -162,7 +171,9 @@ class LedgerStore:
         Returns one :class:`AppendResult` per draft, in order: ``created``, ``existing`` (already
         stored with identical content: success, nothing written) or ``conflict`` (recorded in
         ``idempotency_conflicts``; the other drafts are unaffected). Raises
-        :class:`~ledger.errors.StaleOffsetError` (nothing written) if an offset would move back.
+        :class:`~ledger.errors.StaleOffsetError` (nothing written) if an offset would move back
+        or was read from an earlier incarnation of the source log. Dead-letter coordinates carried
+        by the drafts (``operational.dead_letter``) are stored in the same transaction.
         """
         keys = [(o.group, o.topic, o.partition) for o in offsets]
         if len(set(keys)) != len(keys):
@@ -179,7 +190,10 @@ class LedgerStore:
                 lock_timeout=self.lock_timeout,
                 idle_timeout=self.idle_in_transaction_timeout,
             )
-            return write_batch(cur, prepared, offsets)
+            fence_incarnations(cur, offsets)
+            results = write_batch(cur, prepared, offsets)
+            record_dead_letters(cur, submissions, results)
+            return results
 
     def append(self, submission: SubmissionDraft, offsets: Sequence[OffsetAdvance] = ()) -> AppendResult:
         """Append one submission (a batch of one)."""
@@ -291,6 +305,30 @@ class LedgerStore:
             entries=tuple(LedgerEntry(*row) for row in entries),
             steps=tuple(_stored_step(row) for row in steps),
         )
+
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution:
+        """The incarnation of ``topic`` the broker's log ``observed`` is, with its offsets.
+
+        One transaction under the append lock: a new identity is recorded as a new incarnation in
+        ``source_incarnations`` and the group's offsets for the topic go back to 0 (see
+        :func:`ledger.source_log.resolve_incarnation`).
+        """
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            begin_append(
+                cur,
+                role=self.role,
+                lock_timeout=self.lock_timeout,
+                idle_timeout=self.idle_in_transaction_timeout,
+            )
+            return resolve_incarnation(cur, group, topic, observed, host=host)
+
+    def current_incarnation(self, group: str, topic: str) -> Incarnation | None:
+        """The group's current incarnation of ``topic`` (None before its first consumed batch)."""
+        with self.connection() as conn, conn.cursor() as cur:
+            known = known_incarnations(cur, group, topic)
+        return known[-1] if known else None
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         """``{partition: next_offset}`` stored for a consumer group and topic (seek to these)."""

@@ -10,8 +10,9 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from consumers.lag import PartitionLag, partition_lag
+from consumers.lag import PartitionLag, broker_source_identity, partition_lag
 from consumers.services import open_store, resolve_broker, settings_with
+from ledger.source_log import Incarnation, SourceIdentity
 
 __all__ = ["register"]
 
@@ -22,7 +23,9 @@ def register(subparsers: Any) -> None:
         "health",
         help="check database and broker reachability and print lag per partition",
         description=(
-            "Exit status 0 when both the ledger database and the broker answer, 1 otherwise. Lag per "
+            "Exit status 0 when both the ledger database and the broker answer and the stored offsets "
+            "belong to the log the broker serves (same cluster id and topic id as the group's current "
+            "source incarnation, no log end below a stored offset); 1 otherwise. Lag per "
             "partition = broker high watermark - next offset stored in Postgres for the group. "
             "Starts nothing except, without LEDGER_DATABASE_URL, the embedded PostgreSQL to read it."
         ),
@@ -36,15 +39,59 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _check_database(settings: Any) -> tuple[dict[str, Any], dict[int, int] | None, str, str]:
+def _check_database(
+    settings: Any,
+) -> tuple[dict[str, Any], dict[int, int] | None, Incarnation | None, str, str]:
     topic, group = settings.topic, settings.group_id
     try:
         with open_store(settings, migrate=False, create=False) as store:
             offsets = store.load_offsets(group, topic)
+            incarnation = store.current_incarnation(group, topic)
             where = make_url(str(store.engine.url)).render_as_string(hide_password=True)
-            return {"ok": True, "url": where, "max_seq": store.max_seq()}, offsets, topic, group
+            return {"ok": True, "url": where, "max_seq": store.max_seq()}, offsets, incarnation, topic, group
     except Exception as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, None, topic, group
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, None, None, topic, group
+
+
+def _check_source(
+    bootstrap: str | None,
+    topic: str,
+    stored: dict[int, int],
+    incarnation: Incarnation | None,
+    lags: list[PartitionLag],
+    timeout: float,
+) -> dict[str, Any]:
+    """Do the stored offsets belong to the log the broker serves? ``ok`` False when undecided."""
+    report: dict[str, Any] = {"incarnation": incarnation.number if incarnation else None}
+    if incarnation is not None:
+        report |= {"cluster_id": incarnation.identity.cluster_id, "topic_id": incarnation.identity.topic_id}
+    if bootstrap is None or (not stored and incarnation is None):
+        return report | {"ok": True}  # nothing consumed yet: nothing to compare
+    try:
+        observed: SourceIdentity | None = asyncio.run(
+            broker_source_identity(bootstrap, topic, timeout=timeout)
+        )
+    except Exception as exc:
+        return report | {
+            "ok": False,
+            "error": f"no identity for the topic's log: {type(exc).__name__}: {exc}",
+        }
+    assert observed is not None
+    report |= {"broker_cluster_id": observed.cluster_id, "broker_topic_id": observed.topic_id}
+    if incarnation is None:
+        problem = "the stored offsets predate source incarnations; `ledger consume` records one and rereads the topic"
+    elif incarnation.identity != observed:
+        problem = (
+            f"the broker serves another log of the topic than incarnation {incarnation.number}; the stored "
+            "offsets do not apply to it until `ledger consume` records the new incarnation"
+        )
+    elif below := [lag.partition for lag in lags if lag.next_offset > lag.highwater]:
+        problem = (
+            f"partitions {below} end below the stored offsets under the same log identity (truncated log)"
+        )
+    else:
+        return report | {"ok": True}
+    return report | {"ok": False, "error": problem}
 
 
 def _check_broker(
@@ -68,12 +115,16 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
     update = {key: value for key, value in (("topic", args.topic), ("group_id", args.group)) if value}
     settings = settings.model_copy(update=update) if update else settings
-    database, stored, topic, group = _check_database(settings)
+    database, stored, incarnation, topic, group = _check_database(settings)
     broker, lags = _check_broker(settings, stored or {}, args.timeout)
+    source: dict[str, Any] = {"ok": False, "error": "database or broker unreachable"}
+    if database["ok"] and broker["ok"]:
+        source = _check_source(broker.get("bootstrap"), topic, stored or {}, incarnation, lags, args.timeout)
     report = {
-        "ok": database["ok"] and broker["ok"],
+        "ok": database["ok"] and broker["ok"] and source["ok"],
         "database": database,
         "broker": broker,
+        "source": source,
         "topic": topic,
         "group": group,
         "partitions": [
@@ -96,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{name}: {'ok' if status['ok'] else 'UNREACHABLE'} {detail} {status.get('error', '')}".rstrip()
             )
+        where = f"incarnation {source.get('incarnation')} (cluster {source.get('cluster_id')}, topic id {source.get('topic_id')})"
+        print(
+            f"source log: {'ok' if source['ok'] else 'UNDECIDED'} {where} {source.get('error', '')}".rstrip()
+        )
         print(f"group {group} on topic {topic}: total lag {report['total_lag']}")
         print(f"{'partition':>9} {'next_offset':>12} {'highwater':>10} {'lag':>8}")
         for row in report["partitions"]:

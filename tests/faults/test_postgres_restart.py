@@ -26,6 +26,7 @@ from consumers.consumer import ConsumerConfig, LedgerConsumer
 from ledger.embedded_postgres import EmbeddedPostgres, free_loopback_port, pid_alive
 from ledger.migration import upgrade
 from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.source_log import SourceIdentity, SourceResolution
 from ledger.store import LedgerStore
 from tests.faults.support import (
     GROUP_TIMING,
@@ -151,6 +152,14 @@ class FailoverStore:
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         return (self.replica if self.failed_over else self.primary).load_offsets(group, topic)
+
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution:
+        if not self.failed_over:  # the incarnation is replicated like every commit
+            self.replica.resolve_source(group, topic, observed, host=host)
+            return self.primary.resolve_source(group, topic, observed, host=host)
+        return self.replica.resolve_source(group, topic, observed, host=host)
 
 
 async def test_commits_the_database_lost_under_a_running_consumer_are_consumed_again(

@@ -155,6 +155,29 @@ def test_poison_records_are_dead_lettered_and_recorded_while_good_ones_commit(
         assert value == (b"" if reason == "oversize" else values[offset])
 
     assert sum(stored_offsets(database_url, f"{topic_name}-group", topic_name).values()) == len(values)
+    assert_rejections_point_at_their_dead_letters(database_url, letters)
+
+
+def assert_rejections_point_at_their_dead_letters(database_url: str, letters: list[Any]) -> None:
+    """Each ``ledger.rejections`` row names a DLQ record whose ``ledger.dlq.*`` headers describe it."""
+    by_coordinates = {(letter.partition, letter.offset): letter for letter in letters}
+    rows = query(
+        database_url,
+        "SELECT dlq_partition, dlq_offset, kafka_topic, kafka_partition, kafka_offset, reason_code, raw_sha256 "
+        "FROM ledger.rejections",
+    )
+    assert rows
+    for dlq_partition, dlq_offset, topic, partition, offset, reason, raw_sha256 in rows:
+        assert dlq_partition is not None and dlq_offset is not None, "rejection without DLQ coordinates"
+        letter = by_coordinates[(dlq_partition, dlq_offset)]
+        headers = {name: value.decode() for name, value in letter.headers if name.startswith("ledger.dlq.")}
+        assert (
+            headers["ledger.dlq.source.topic"],
+            int(headers["ledger.dlq.source.partition"]),
+            int(headers["ledger.dlq.source.offset"]),
+            headers["ledger.dlq.reason"],
+            headers["ledger.dlq.value.sha256"],
+        ) == (topic, partition, offset, reason, raw_sha256)
 
 
 def rows_by_reason(rows: list[tuple[Any, ...]]) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ from consumers.metrics import ConsumerMetrics
 from ledger.embedded_postgres import free_loopback_port
 from ledger.errors import LedgerUnavailableError
 from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.source_log import SourceIdentity, SourceResolution
 from ledger.store import LedgerStore
 
 pytestmark = pytest.mark.integration
@@ -45,6 +46,11 @@ class FlakyStore:
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         return self.store.load_offsets(group, topic)
 
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution:
+        return self.store.resolve_source(group, topic, observed, host=host)
+
 
 class ZombieStore:
     """Before this member's first commit, 'another member' commits the same batch and offsets."""
@@ -63,6 +69,11 @@ class ZombieStore:
 
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         return self.store.load_offsets(group, topic)
+
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution:
+        return self.store.resolve_source(group, topic, observed, host=host)
 
 
 def config(bootstrap: str, topic: str) -> ConsumerConfig:

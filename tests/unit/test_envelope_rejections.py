@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -127,3 +128,43 @@ def test_tombstone_is_rejected() -> None:
     outcome = process(None)
     assert isinstance(outcome, Rejection)
     assert outcome.error.reason is Reason.EMPTY
+
+
+def test_producer_headers_named_like_ours_are_renamed_so_they_cannot_spoof_the_reason() -> None:
+    spoofed = dataclasses.replace(
+        context(b"not json"),
+        headers=(("ledger.dlq.reason", b"all-good"), ("ledger.dlq.source.offset", b"0"), ("trace-id", b"t")),
+    )
+
+    outcome = process_record(spoofed, fake_auditor, dlq_topic="dlq", max_bytes=1000)
+
+    assert isinstance(outcome, Rejection)
+    headers = outcome.dead_letter.headers
+    reserved = [(name, value) for name, value in headers if name.startswith("ledger.dlq.")]
+    assert dict(reserved)["ledger.dlq.reason"] == b"invalid_json"
+    assert dict(reserved)["ledger.dlq.source.offset"] == b"7"
+    assert [name for name, _ in reserved].count("ledger.dlq.reason") == 1
+    assert ("producer.ledger.dlq.reason", b"all-good") in headers
+    assert ("producer.ledger.dlq.source.offset", b"0") in headers
+    assert ("trace-id", b"t") in headers
+
+
+def test_a_rejection_in_a_later_source_incarnation_has_its_own_key() -> None:
+    first = process_record(context(b"not json"), fake_auditor, dlq_topic="dlq", max_bytes=1000)
+    second = process_record(
+        dataclasses.replace(context(b"not json"), incarnation=2),
+        fake_auditor,
+        dlq_topic="dlq",
+        max_bytes=1000,
+    )
+
+    assert isinstance(first, Rejection) and isinstance(second, Rejection)
+    assert first.draft.idempotency_key == "rejected:evidence-bundles/2/7"  # unchanged for incarnation 1
+    assert (
+        second.draft.idempotency_key
+        == rejection_key("evidence-bundles", 2, 7, 2)
+        == "rejected:evidence-bundles/2/7@2"
+    )
+    assert "incarnation" not in first.draft.entries[0].payload["source"]
+    assert second.draft.entries[0].payload["source"]["incarnation"] == 2
+    assert dict(second.dead_letter.headers)["ledger.dlq.source.incarnation"] == b"2"

@@ -1,7 +1,7 @@
 """Least privilege: a lock readers cannot take, an offset-move journal, readable schema version.
 
 Revision ID: 0005
-Revises: 0003_translog
+Revises: 0004
 Create Date: 2026-11-24
 
 * ``ledger_store.append_lock`` (always empty): appends take ``LOCK TABLE … IN EXCLUSIVE MODE`` on
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
-down_revision: str | None = "0003_translog"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

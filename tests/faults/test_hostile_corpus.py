@@ -43,9 +43,6 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 3
 GOOD = 45
 CATCH_UP = 240.0
-# LEAD: set to True once rejection rows carry the dead letter's coordinates (dlq_partition and
-# dlq_offset in ledger.rejections are NULL today); the assertions below then check them.
-ASSERT_DLQ_COORDINATES = False
 
 
 def test_the_hostile_corpus_among_good_records_is_rejected_record_by_record_and_the_consumer_runs_on(
@@ -118,16 +115,12 @@ def test_the_hostile_corpus_among_good_records_is_rejected_record_by_record_and_
         case, _, expected_reason, expected_path = bad[(partition, offset)]
         assert (reason, field_path) == (expected_reason, expected_path), f"{context}: {case}"
         assert dlq_topic == env["LEDGER_DLQ_TOPIC"], f"{context}: {case}"
-        if ASSERT_DLQ_COORDINATES:
-            letter = where_letters[(dlq_partition, dlq_offset)]
-            headers = {name: value.decode() for name, value in letter.headers}
-            assert (
-                int(headers["ledger.dlq.source.partition"]),
-                int(headers["ledger.dlq.source.offset"]),
-            ) == (
-                partition,
-                offset,
-            ), f"{context}: {case}: the rejection names the wrong dead letter"
+        letter = where_letters[(dlq_partition, dlq_offset)]
+        headers = {name: value.decode() for name, value in letter.headers}
+        assert (
+            int(headers["ledger.dlq.source.partition"]),
+            int(headers["ledger.dlq.source.offset"]),
+        ) == (partition, offset), f"{context}: {case}: the rejection names the wrong dead letter"
 
     code, report = ledger_json(database_url, "verify")
     assert code == 0, f"{context}: ledger verify failed: {report.get('problems')}"

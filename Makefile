@@ -25,11 +25,11 @@ run: $(STAMP)
 	$(BIN)/ledger demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine ledger consumers api tests bench
-	$(BIN)/ruff format --check engine ledger consumers api tests bench
+	$(BIN)/ruff check engine ledger consumers api devstack cli tests bench
+	$(BIN)/ruff format --check engine ledger consumers api devstack cli tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy engine ledger consumers api
+	$(BIN)/mypy engine ledger consumers api devstack cli
 
 ## The whole test suite: lint, types, unit, integration and end-to-end tests.
 test: lint typecheck

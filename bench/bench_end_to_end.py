@@ -48,11 +48,11 @@ sys.path.insert(0, str(ROOT))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
-from consumers.embedded_broker import EmbeddedBroker  # noqa: E402
 from consumers.publisher import PreparedRecord, prepare_document  # noqa: E402
+from devstack.broker import EmbeddedBroker  # noqa: E402
+from devstack.postgres import EmbeddedPostgres  # noqa: E402
 from engine.envelope import EnvelopeError  # noqa: E402
 from ledger.connect import libpq_url, sqlalchemy_url  # noqa: E402
-from ledger.embedded_postgres import EmbeddedPostgres  # noqa: E402
 from ledger.migration import upgrade  # noqa: E402
 
 HEADER = "bench.produced_at_ns"
@@ -202,7 +202,7 @@ def start_consumers(
         log = (log_dir / f"consumer{index}.log").open("wb")
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "consumers", "consume", *GROUP_TIMING, *args],
+                [sys.executable, "-m", "cli", "consume", *GROUP_TIMING, *args],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=subprocess.DEVNULL,

@@ -402,7 +402,7 @@ def docs_report(
         "`bench/bench_scaling.py`: `samples/corpus/18_quorum_met.json` widened to N evidence items "
         "(distinct ids, sources and receipts, consistent bodies, prices within a few dollars, majority "
         "quorum); `run_pipeline` timed on one bundle, then `LedgerStore.append_batch` of the consumer's "
-        "drafts (`consumers.audit.submission_draft`) in batches of 20 submissions, canonicalisation, "
+        "drafts (`ledger.store.drafts.submission_draft`) in batches of 20 submissions, canonicalisation, "
         "hashing and tree upkeep included, fsync on.",
         "",
         bundle or f"{NA}: {runs['scaling'].status if 'scaling' in runs else 'not run'}",

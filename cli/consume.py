@@ -13,12 +13,12 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
 from consumers.metrics import ConsumerMetrics
-from consumers.services import open_writer_store, resolve_broker, settings_with
+from devstack.services import open_writer_store, resolve_broker, settings_with
 from ledger.errors import LedgerError, SchemaNotReadyError
+from ledger.store.drafts import audit_envelope
 
 __all__ = ["register"]
 

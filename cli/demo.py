@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from consumers.demo import (
+from consumers.publisher import SentRecord
+from devstack.demo import (
     DLQ_TOPIC,
     TOPIC,
     VIEWS,
@@ -20,9 +21,8 @@ from consumers.demo import (
     market_of,
     run_demo,
 )
-from consumers.publisher import SentRecord
-from consumers.stack import corpus_hint, psql_program
-from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
+from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
+from devstack.stack import corpus_hint, psql_program
 from ledger.settings import get_settings
 
 __all__ = ["print_report", "register"]
@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
         "--corpus",
         type=Path,
         default=None,
-        help="directory with manifest.json (default: the corpus shipped in the package, consumers/demo_corpus)",
+        help="directory with manifest.json (default: the corpus shipped in the package, devstack/demo_corpus)",
     )
     parser.set_defaults(handler=run)
 
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_demo(get_settings(), corpus_dir=args.corpus)
     except EmbeddedExtraMissing:
-        raise  # ledger.cli.main prints the one line naming the extra
+        raise  # cli.parser.main prints the one line naming the extra
     except DemoError as exc:
         print(f"ledger demo: {exc}", file=sys.stderr)
         return EXIT_COULD_NOT_RUN

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from consumers.lag import PartitionLag, broker_source_identity, partition_lag
-from consumers.services import open_store, resolve_broker, settings_with
-from ledger.source_log import Incarnation, SourceIdentity
+from devstack.services import open_store, resolve_broker, settings_with
+from ledger.store.source_log import Incarnation, SourceIdentity
 
 __all__ = ["register"]
 

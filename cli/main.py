@@ -8,16 +8,16 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from ledger.cli import main as ledger_main
+from cli.parser import main as ledger_main
 
 CONSUMER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
-    "consumers.commands.publish",
-    "consumers.commands.consume",
-    "consumers.commands.health",
-    "consumers.cli_demo",
-    "consumers.cli_stack",
-    "api.cli",  # ledger serve (the api package sits above consumers)
+    "cli.publish",
+    "cli.consume",
+    "cli.health",
+    "cli.demo",
+    "cli.stack",
+    "cli.serve",  # ledger serve (the api package sits above consumers)
 )
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger.database import open_database
+from devstack.database import open_database
 from ledger.errors import LedgerError
 from ledger.migration import current_revision, downgrade, head_revision, upgrade
 from ledger.settings import get_settings

@@ -2,7 +2,7 @@
 
 Each command lives in its own module exposing ``register(subparsers)``; the module adds a parser
 and sets ``handler=`` to a function ``(argparse.Namespace) -> int``. ``ledger`` never imports
-``consumers``: the console script is ``consumers.cli:main``, which adds the Kafka commands
+``consumers``: the console script is ``cli.main:main``, which adds the Kafka commands
 (publish, consume, demo, up/down/status) to the ones registered here.
 
 ``ledger --help`` lists the commands grouped by journey (:data:`COMMAND_GROUPS`); the one-line
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import Any
 
-from ledger.embedded_extra import EmbeddedExtraMissing
+from devstack.extra import EmbeddedExtraMissing
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -25,12 +25,12 @@ EXIT_MISSING_EXTRA = 2  # the command needs an optional extra that is not instal
 
 LEDGER_COMMAND_MODULES: tuple[str, ...] = (
     # one module per command group; each defines register(subparsers)
-    "ledger.cli.audit",
-    "ledger.cli.migrate",
-    "ledger.cli.por",
-    "ledger.cli.replay",
-    "ledger.cli.reason",
-    "ledger.cli.translog",
+    "cli.audit",
+    "cli.migrate",
+    "cli.por",
+    "cli.replay",
+    "cli.reason",
+    "cli.translog",
 )
 
 COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -119,10 +119,10 @@ def run_replay(args: argparse.Namespace) -> int:
     import psycopg
     import sqlalchemy.exc
 
-    from ledger.database import open_database
+    from devstack.database import open_database
     from ledger.errors import LedgerError
-    from ledger.por_replay import replay_por_packs
-    from ledger.replay_source import snapshot
+    from ledger.replay.por import replay_por_packs
+    from ledger.replay.source import snapshot
     from ledger.settings import get_settings
 
     settings = get_settings()

@@ -10,7 +10,7 @@ from typing import Any
 
 from consumers.logs import configure_logging
 from consumers.publisher import EnvelopePublisher, PreparedRecord, prepare_file
-from consumers.services import resolve_broker, settings_with
+from devstack.services import resolve_broker, settings_with
 from engine.envelope import EnvelopeError
 
 __all__ = ["register"]

@@ -27,14 +27,14 @@ import logging
 import signal
 import sys
 
+from devstack.database import open_database
 from engine.reasoning import ProviderConfigError, ReasoningResult, ReasoningTask, ReasoningVerifier
 from engine.reasoning.env import build_providers_from_env
-from ledger.database import open_database
 from ledger.errors import LedgerError
-from ledger.reasoning_stage import status_of
-from ledger.reasoning_worker import ReasoningWorker, WorkerConfig
+from ledger.reasoning.stage import status_of
+from ledger.reasoning.worker import ReasoningWorker, WorkerConfig
 from ledger.settings import LedgerSettings, get_settings
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 
 __all__ = ["DEFAULT_PROVIDERS", "register", "render_text", "run_reason", "run_worker"]
 

@@ -20,7 +20,7 @@ import psycopg
 import sqlalchemy.exc
 from sqlalchemy import Engine
 
-from ledger.embedded_extra import EmbeddedExtraMissing
+from devstack.extra import EmbeddedExtraMissing
 from ledger.errors import LedgerError
 
 __all__ = ["ProgressBar", "register"]
@@ -129,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 @contextmanager
 def _engine(args: argparse.Namespace) -> Iterator[Engine]:
-    from ledger.database import open_database
+    from devstack.database import open_database
     from ledger.settings import get_settings
 
     settings = get_settings()
@@ -157,8 +157,8 @@ _RUN_ERRORS = (LedgerError, psycopg.Error, sqlalchemy.exc.SQLAlchemyError, OSErr
 
 def run_replay_command(args: argparse.Namespace) -> int:
     """Replay, print the summary (or JSON), and exit 1 on divergence."""
-    from ledger.replay import run_replay
-    from ledger.replay_source import Selection, parse_since, resolve_submission, snapshot
+    from ledger.replay.runner import run_replay
+    from ledger.replay.source import Selection, parse_since, resolve_submission, snapshot
 
     try:
         since_seq, since_time = parse_since(args.since) if args.since else (None, None)
@@ -177,7 +177,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
             selection = Selection(submission, args.market, since_seq, since_time)
             recorder = None
             if args.record:
-                from ledger.replay_record import ReplayRecorder
+                from ledger.replay.record import ReplayRecorder
 
                 recorder = ReplayRecorder(engine, live=args.live)
             report = run_replay(
@@ -192,7 +192,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
             if recorder is not None:
                 report.recorded = recorder.summary()
     except EmbeddedExtraMissing:
-        raise  # ledger.cli.main prints the one line naming the extra
+        raise  # cli.parser.main prints the one line naming the extra
     except _RUN_ERRORS as exc:
         return _fail("replay", exc)
     finally:
@@ -200,7 +200,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
-        from ledger.replay_render import render_replay
+        from ledger.replay.render import render_replay
 
         print(render_replay(report))
     drift = args.fail_on_drift and report.counts["version_drift"] > 0
@@ -210,7 +210,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
 def run_verify_command(args: argparse.Namespace) -> int:
     """Verify, print every problem (or JSON), and exit 1 when anything is broken."""
     from ledger.translog.keys import SigningKeyError, load_public_key
-    from ledger.verify import run_verify
+    from ledger.verify.runner import run_verify
 
     bar = _bar(args, "verify")
     try:
@@ -226,7 +226,7 @@ def run_verify_command(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
             )
     except EmbeddedExtraMissing:
-        raise  # ledger.cli.main prints the one line naming the extra
+        raise  # cli.parser.main prints the one line naming the extra
     except (*_RUN_ERRORS, SigningKeyError, UnicodeDecodeError) as exc:
         return _fail("verify", exc)
     finally:
@@ -234,7 +234,7 @@ def run_verify_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
-        from ledger.replay_render import render_verify
+        from ledger.replay.render import render_verify
 
         print(render_verify(report))
     return 0 if report.ok else 1

@@ -45,7 +45,7 @@ def run_serve(args: argparse.Namespace) -> int:
         from api.db import DatabaseUnavailable, ReaderSetupError, reader_engine
     except ImportError as exc:
         return _error(f"{INSTALL_HINT} ({exc.name} is missing)")
-    from ledger.database import open_database
+    from devstack.database import open_database
     from ledger.errors import LedgerError
     from ledger.settings import get_settings
 

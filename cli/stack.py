@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from consumers.stack import LocalStack, Progress, StackInfo, corpus_hint
-from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
+from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
+from devstack.stack import LocalStack, Progress, StackInfo, corpus_hint
 from ledger.settings import get_settings
 
 __all__ = ["register"]
@@ -93,7 +93,7 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         info = stack.up(Progress(prefix="ledger up"))
     except EmbeddedExtraMissing:
-        raise  # ledger.cli.main prints the one line naming the extra
+        raise  # cli.parser.main prints the one line naming the extra
     except EmbeddedServiceError as exc:
         print(f"ledger up: {exc}", file=sys.stderr)
         return 1
@@ -122,7 +122,7 @@ def run_down(args: argparse.Namespace) -> int:
     try:
         stopped, killed = stack.down()
     except EmbeddedExtraMissing:
-        raise  # ledger.cli.main prints the one line naming the extra
+        raise  # cli.parser.main prints the one line naming the extra
     except EmbeddedServiceError as exc:
         print(f"ledger down: {exc}", file=sys.stderr)
         return 1

@@ -145,7 +145,7 @@ def run_keygen(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _engine() -> Iterator[Any]:
-    from ledger.database import open_database
+    from devstack.database import open_database
 
     with open_database(create=False) as engine:
         yield engine

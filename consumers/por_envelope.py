@@ -33,7 +33,7 @@ from engine.por_pack import PackParts, verify_parts
 from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
 from engine.schemas import StrictModel
 from engine.version import ENGINE_VERSION
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [
     "POR_ENVELOPE_SCHEMA_ID",

@@ -20,8 +20,8 @@ from consumers.por_envelope import is_por_record
 from engine.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
 from engine.limits import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, storable_id, storable_text
 from engine.version import ENGINE_VERSION
-from ledger.payloads import rejection_payload
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.payloads import rejection_payload
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [
     "Audited",

@@ -23,8 +23,8 @@ import time
 import uuid
 from pathlib import Path
 
-from ledger.embedded_extra import EmbeddedExtraMissing, EmbeddedServiceError, load_psutil
-from ledger.embedded_postgres import (
+from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, load_psutil
+from devstack.postgres import (
     LOOPBACK,
     Mode,
     ServiceStatus,

@@ -23,8 +23,8 @@ from psycopg import sql
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from devstack.postgres import EmbeddedPostgres
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
-from ledger.embedded_postgres import EmbeddedPostgres
 from ledger.errors import LedgerUnavailableError
 from ledger.migration import upgrade
 from ledger.settings import LedgerSettings, get_settings

@@ -2,7 +2,7 @@
 
 Starts a throwaway embedded PostgreSQL (data in ``<state_dir>/demo/postgres``, database
 ``ledger_demo`` dropped and recreated each run) and a fresh embedded broker (memory storage, so
-every run starts with empty topics), migrates, publishes the corpus of ``consumers/demo_corpus`` (valid
+every run starts with empty topics), migrates, publishes the corpus of ``devstack/demo_corpus`` (valid
 bundles plus raw poison records), consumes it with the real consumer, prints what landed in the
 ledger's SQL views, signs a transparency-log checkpoint with a fresh key, runs ``ledger replay
 --all`` and ``ledger verify`` (separate processes, as a user would) and stops everything. Both
@@ -35,17 +35,17 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from sqlalchemy import Engine
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
-from consumers.embedded_broker import EmbeddedBroker
 from consumers.kafka_settings import consumer_kwargs
 from consumers.publisher import EnvelopePublisher, PreparedRecord, SentRecord, prepare_file
-from consumers.stack import Progress, available_commands, default_corpus_dir
+from devstack.broker import EmbeddedBroker
+from devstack.postgres import EmbeddedPostgres
+from devstack.stack import Progress, available_commands, default_corpus_dir
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
-from ledger.embedded_postgres import EmbeddedPostgres
 from ledger.migration import WRITER_ROLE, upgrade
 from ledger.settings import LedgerSettings
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import StoredCheckpoint, create_checkpoint
 from ledger.translog.keys import generate_key_files, load_private_key
 

@@ -5,7 +5,7 @@ dies, even by SIGKILL (``PR_SET_PDEATHSIG``); for tests and one-shot commands. `
 outlives us, and pid, port and URL go to ``<state_dir>/postgres.json`` for ``status()``/``stop()``
 from other processes. As root, initdb and postgres run as the system user ``embedded_postgres``
 (useradd if missing); the data dir is chowned to it and only ancestors it cannot search get o+x.
-The process helpers here are shared with ``consumers.embedded_broker`` and the test fixtures.
+The process helpers here are shared with ``devstack.broker`` and the test fixtures.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ledger.embedded_extra import EmbeddedExtraMissing, load_psutil
-from ledger.embedded_extra import EmbeddedServiceError as EmbeddedServiceError  # re-exported
+from devstack.extra import EmbeddedExtraMissing, load_psutil
+from devstack.extra import EmbeddedServiceError as EmbeddedServiceError  # re-exported
 
 logger = logging.getLogger(__name__)
 

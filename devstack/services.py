@@ -4,7 +4,7 @@ Broker: ``--bootstrap`` / ``LEDGER_KAFKA_BOOTSTRAP`` if given; else the detached
 named by ``<state_dir>/broker.json`` (``ledger up``) if it runs; else a new detached embedded
 broker on a free loopback port, recorded in the same state file so that the next ``ledger
 publish`` / ``ledger consume`` reuses it (its data lives in memory until it stops).
-Database: ``--database-url`` / ``LEDGER_DATABASE_URL``, else :func:`ledger.database.open_database`.
+Database: ``--database-url`` / ``LEDGER_DATABASE_URL``, else :func:`devstack.database.open_database`.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from consumers.embedded_broker import EmbeddedBroker
 from consumers.kafka_settings import consumer_kwargs
-from ledger.database import open_database
+from devstack.broker import EmbeddedBroker
+from devstack.database import open_database
 from ledger.migration import WRITER_ROLE, require_head, require_role_member
 from ledger.settings import LedgerSettings, get_settings
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 
 __all__ = ["BrokerChoice", "open_store", "open_writer_store", "resolve_broker", "settings_with"]
 
-log = logging.getLogger("consumers.services")
+log = logging.getLogger("devstack.services")
 
 
 @dataclass(frozen=True)

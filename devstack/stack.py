@@ -3,7 +3,7 @@
 ``up`` starts the embedded PostgreSQL (data in ``<state_dir>/postgres``) and the embedded tansu
 broker in detached mode, so that they outlive the command; their state files
 ``<state_dir>/postgres.json`` and ``<state_dir>/broker.json`` are exactly what
-:func:`ledger.database.open_database` and :func:`consumers.services.resolve_broker` look for,
+:func:`devstack.database.open_database` and :func:`devstack.services.resolve_broker` look for,
 so ``ledger publish``, ``ledger consume``, ``ledger replay`` and ``ledger verify`` use them with
 no variables set. ``down`` stops both and then sweeps for any embedded server process still
 tied to the state directory. Nothing here reads ``LEDGER_DATABASE_URL``: ``up`` always manages
@@ -28,17 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from consumers.embedded_broker import EmbeddedBroker
-from ledger.connect import create_ledger_engine, libpq_url
-from ledger.database import EMBEDDED_DATABASE, embedded_data_dir, ensure_database
-from ledger.embedded_extra import load_psutil
-from ledger.embedded_postgres import (
+from devstack.broker import EmbeddedBroker
+from devstack.database import EMBEDDED_DATABASE, embedded_data_dir, ensure_database
+from devstack.extra import load_psutil
+from devstack.postgres import (
     EmbeddedPostgres,
     EmbeddedServiceError,
     ServiceStatus,
     postgres_install_dir,
     terminate_pid,
 )
+from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import upgrade
 from ledger.settings import LedgerSettings
 
@@ -73,8 +73,8 @@ def psql_program() -> str:
 
 
 def default_corpus_dir() -> Path:
-    """``consumers/demo_corpus``: the demo corpus is package data, so it is there in any install."""
-    return Path(str(importlib.resources.files("consumers") / "demo_corpus"))
+    """``devstack/demo_corpus``: the demo corpus is package data, so it is there in any install."""
+    return Path(str(importlib.resources.files("devstack") / "demo_corpus"))
 
 
 def corpus_hint(directory: Path | None = None) -> str:
@@ -90,8 +90,8 @@ def available_commands() -> set[str]:
     import argparse
     from importlib import import_module
 
-    from consumers.cli import CONSUMER_COMMAND_MODULES
-    from ledger.cli import build_parser
+    from cli.main import CONSUMER_COMMAND_MODULES
+    from cli.parser import build_parser
 
     parser = build_parser([import_module(name).register for name in CONSUMER_COMMAND_MODULES])
     for action in parser._actions:

@@ -1,6 +1,6 @@
 """Store access for the reasoning stage: the work query, and appending to an existing chain.
 
-Appending is the store's own :meth:`ledger.store.LedgerStore.append_to_stream` (optimistic
+Appending is the store's own :meth:`ledger.store.ledger_store.LedgerStore.append_to_stream` (optimistic
 concurrency like an event store's expected version: under the global append lock the entries are
 chained after the named head unless the chain has moved — then nothing is written and the result
 is ``stale``, or ``existing`` for an idempotent repeat).
@@ -15,8 +15,8 @@ from typing import Any
 
 from engine.envelope import EnvelopeError, decode_stored_inputs
 from ledger.errors import InvalidDraftError
-from ledger.records import EntryDraft, StreamAppendResult
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft, StreamAppendResult
 
 __all__ = [
     "WORK_QUERY",

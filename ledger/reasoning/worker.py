@@ -27,15 +27,15 @@ from typing import Any
 from engine.reasoning import ReasoningVerifier
 from engine.version import ENGINE_VERSION
 from ledger.errors import LedgerError
-from ledger.reasoning_stage import (
+from ledger.reasoning.stage import (
     ReasoningRequest,
     derive_request,
     not_applicable_payload,
     result_payload,
 )
-from ledger.reasoning_store import WorkItem, append_to_stream, find_reasoning_work
-from ledger.records import EntryDraft
-from ledger.store import LedgerStore
+from ledger.reasoning.work_queue import WorkItem, append_to_stream, find_reasoning_work
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft
 
 __all__ = ["PassStats", "ReasoningWorker", "WorkerConfig"]
 

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ValidationError
 from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
-from ledger.hashing import text_sha256
-from ledger.replay_canonical import canonical_bytes
+from ledger.replay.text import canonical_bytes
+from ledger.store.hashing import text_sha256
 
 __all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run"]
 

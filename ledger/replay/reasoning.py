@@ -1,6 +1,6 @@
 """Replay ``reasoning.verified`` entries through the reasoning stage's own replay function.
 
-``ledger.reasoning_stage.replay_reasoning_entry`` re-runs the verifier over the entry's recorded
+``ledger.reasoning.stage.replay_reasoning_entry`` re-runs the verifier over the entry's recorded
 provider exchanges (:class:`engine.reasoning.RecordedProviders`, no network) and compares result
 hashes; with ``live=True`` the recorded vendors are asked again, with keys from the environment
 (LLM answers may legitimately change, so a live difference says the providers changed, not the
@@ -55,9 +55,9 @@ class ReasoningReplay:
 
 
 def reasoning_stage() -> ModuleType | None:
-    """``ledger.reasoning_stage`` when installed, else None."""
+    """``ledger.reasoning.stage`` when installed, else None."""
     try:
-        return importlib.import_module("ledger.reasoning_stage")
+        return importlib.import_module("ledger.reasoning.stage")
     except ImportError:
         return None
 
@@ -79,7 +79,7 @@ def replay_reasoning(global_seq: int, payload_text: str, *, live: bool = False) 
     """Replay one entry; never raises for a bad payload (the problem is the outcome)."""
     stage = reasoning_stage()
     if stage is None:
-        return ReasoningReplay(global_seq, "skipped", "ledger.reasoning_stage is not installed")
+        return ReasoningReplay(global_seq, "skipped", "ledger.reasoning.stage is not installed")
     try:
         payload = json.loads(payload_text)
     except ValueError as exc:

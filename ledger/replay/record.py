@@ -1,7 +1,7 @@
 """``ledger replay --record``: append a ``replay.verified`` entry to each replayed submission's chain.
 
 The entry goes through the store's append API for follow-up entries
-(:meth:`ledger.store.LedgerStore.append_to_stream`): chained after the submission's head entry,
+(:meth:`ledger.store.ledger_store.LedgerStore.append_to_stream`): chained after the submission's head entry,
 under the global append lock, with optimistic concurrency on the head's ``stream_seq``. A chain
 that moved since the replay read it is retried once at its new head.
 
@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from engine.version import ENGINE_VERSION
-from ledger.records import EntryDraft
-from ledger.replay import SubmissionReplay
-from ledger.store import LedgerStore
+from ledger.replay.runner import SubmissionReplay
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft
 
 __all__ = ["ReplayRecorder", "replay_payload"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ledger.replay import ReplayReport, SubmissionReplay
-from ledger.verify import VerifyReport
-from ledger.verify_problems import Problem
+from ledger.replay.runner import ReplayReport, SubmissionReplay
+from ledger.verify.problems import Problem
+from ledger.verify.runner import VerifyReport
 
 __all__ = ["render_replay", "render_verify"]
 

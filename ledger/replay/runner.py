@@ -4,8 +4,8 @@ For each selected audited submission, in ledger order: decode the canonical Prom
 EvidenceBundle of its ``submission.received`` entry with the consumer's validation
 (:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
 compare every step, step hash, the verdict, the roots and the other committed payload parts with
-the stored step rows and entries (:mod:`ledger.replay_compare`). Recorded LLM exchanges of
-``reasoning.verified`` entries are replayed too (:mod:`ledger.replay_reasoning`).
+the stored step rows and entries (:mod:`ledger.replay.compare`). Recorded LLM exchanges of
+``reasoning.verified`` entries are replayed too (:mod:`ledger.replay.reasoning`).
 
 Statuses: ``identical``; ``diverged`` (same engine version, something differs: nondeterminism or
 tampering); ``version_drift`` (the recorded engine version is not :data:`ENGINE_VERSION`:
@@ -34,10 +34,10 @@ from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
 from engine.pipeline import run_pipeline
 from engine.version import ENGINE_VERSION
-from ledger.hashing import canonical_text
-from ledger.replay_compare import Difference, StoredArtifacts, compare_run
-from ledger.replay_reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
-from ledger.replay_source import ReplayCase, Selection, auto_jobs, count_selected, iter_replay_pages, snapshot
+from ledger.replay.compare import Difference, StoredArtifacts, compare_run
+from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
+from ledger.replay.source import ReplayCase, Selection, auto_jobs, count_selected, iter_replay_pages, snapshot
+from ledger.store.hashing import canonical_text
 
 __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
 
@@ -279,7 +279,7 @@ def run_replay(
     page_size: int = 500,
 ) -> ReplayReport:
     """Replay the selection; ``progress(done, total, steps_done, steps_total)`` after each outcome,
-    ``recorder(outcome)`` (e.g. :class:`ledger.replay_record.ReplayRecorder`) for each one."""
+    ``recorder(outcome)`` (e.g. :class:`ledger.replay.record.ReplayRecorder`) for each one."""
     report = ReplayReport(selection=selection, live=live)
     started = time.perf_counter()
     with snapshot(engine) as conn:
@@ -296,10 +296,10 @@ def run_replay(
     if report.reasoning_counts["skipped"]:
         report.notes.append(
             f"{report.reasoning_counts['skipped']} reasoning.verified entries skipped: "
-            "ledger.reasoning_stage is not installed, LLM exchanges not replayed"
+            "ledger.reasoning.stage is not installed, LLM exchanges not replayed"
         )
     if sum(report.reasoning_counts.values()) == 0:
-        where = "" if reasoning_stage() is not None else " (ledger.reasoning_stage is not installed)"
+        where = "" if reasoning_stage() is not None else " (ledger.reasoning.stage is not installed)"
         report.notes.append(
             f"no reasoning.verified entries in the selection: LLM exchanges not replayed{where}"
         )

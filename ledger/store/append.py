@@ -20,7 +20,7 @@ from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
 from ledger.errors import InvalidDraftError, StaleOffsetError
-from ledger.hashing import (
+from ledger.store.hashing import (
     canonical_text,
     chain_hashes,
     payload_hash,
@@ -28,7 +28,7 @@ from ledger.hashing import (
     submission_header,
     submission_id_for,
 )
-from ledger.records import (
+from ledger.store.records import (
     FOLLOW_UP_KINDS,
     AppendResult,
     ConflictRecord,

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from engine.envelope import DecodedEnvelope
 from engine.pipeline import PipelineResult, run_pipeline
-from ledger.payloads import (
+from ledger.store.payloads import (
     audit_payload,
     received_payload,
     step_draft,
     trace_step_entry,
     verdict_payload,
 )
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = ["audit_envelope", "submission_draft"]
 

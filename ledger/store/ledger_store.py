@@ -17,7 +17,6 @@ import sqlalchemy.exc
 from psycopg import Connection, IsolationLevel
 from sqlalchemy import Engine
 
-from ledger.append import begin_append, prepare, prepare_follow_ups, write_batch, write_follow_ups
 from ledger.connect import create_ledger_engine
 from ledger.errors import (
     AppendOnlyViolationError,
@@ -30,7 +29,8 @@ from ledger.errors import (
     LedgerUnavailableError,
     SchemaNotReadyError,
 )
-from ledger.records import (
+from ledger.store.append import begin_append, prepare, prepare_follow_ups, write_batch, write_follow_ups
+from ledger.store.records import (
     AppendResult,
     EntryDraft,
     LedgerEntry,
@@ -41,7 +41,7 @@ from ledger.records import (
     SubmissionDraft,
     SubmissionRecord,
 )
-from ledger.source_log import (
+from ledger.store.source_log import (
     Incarnation,
     SourceIdentity,
     SourceResolution,
@@ -313,7 +313,7 @@ class LedgerStore:
 
         One transaction under the append lock: a new identity is recorded as a new incarnation in
         ``source_incarnations`` and the group's offsets for the topic go back to 0 (see
-        :func:`ledger.source_log.resolve_incarnation`).
+        :func:`ledger.store.source_log.resolve_incarnation`).
         """
         with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
             begin_append(

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from ledger.hashing import canonical_text, step_hash
-from ledger.records import EntryDraft, StepDraft
+from ledger.store.hashing import canonical_text, step_hash
+from ledger.store.records import EntryDraft, StepDraft
 
 RAW_INLINE_LIMIT = 65_536  # rejected raw bytes up to this size are stored as base64; larger: sha256 only
 

@@ -10,7 +10,7 @@
 * ``ix_submissions_source`` / ``ix_idempotency_conflicts_source``: the Kafka coordinates of what
   was stored, so each recorded move is checked with index probes.
 
-Registered on :data:`ledger.models.metadata` so the autogenerate comparison sees them.
+Registered on :data:`ledger.store.models.metadata` so the autogenerate comparison sees them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sqlalchemy import (
     func,
 )
 
-from ledger.models import STORE_SCHEMA, IdempotencyConflict, Submission, metadata
+from ledger.store.models import STORE_SCHEMA, IdempotencyConflict, Submission, metadata
 
 __all__ = ["APPEND_LOCK_TABLE", "OFFSET_MOVES_TABLE", "append_lock", "consumer_offset_moves"]
 

@@ -86,7 +86,7 @@ class SubmissionDraft:
     """An audited (or rejected) submission with all its entries and trace steps.
 
     The k-th ``trace.step`` entry belongs to ``steps[k]``: its payload carries that step's
-    ``step_index`` and ``step_hash`` (see :func:`ledger.payloads.trace_step_payload`).
+    ``step_index`` and ``step_hash`` (see :func:`ledger.store.payloads.trace_step_payload`).
     """
 
     idempotency_key: str
@@ -244,7 +244,7 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class StreamAppendResult:
-    """Outcome of :meth:`ledger.store.LedgerStore.append_to_stream`.
+    """Outcome of :meth:`ledger.store.ledger_store.LedgerStore.append_to_stream`.
 
     ``created``: written now (``entries`` are the new ones). ``existing``: the same entries already
     follow the expected head (an idempotent repeat; nothing written). ``stale``: the chain moved past

@@ -19,7 +19,7 @@ from typing import Any
 from psycopg import Cursor
 
 from ledger.errors import SourceLogUndecidedError, StaleOffsetError
-from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
 
 __all__ = [
     "Incarnation",

@@ -25,7 +25,7 @@ from engine.merkle.rfc6962 import (
     perfect_subtree_ranges,
     root_from_subtrees,
 )
-from ledger.models import STORE_SCHEMA
+from ledger.store.models import STORE_SCHEMA
 from ledger.translog.db import Database, run, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 

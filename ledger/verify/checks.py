@@ -2,7 +2,7 @@
 
 * **header**: the submission id is the hash of the row's committed columns;
 * **entries**: ``payload_hash`` = SHA-256 of the stored canonical text, ``entry_hash`` recomputed
-  (:func:`ledger.hashing.entry_hash`), ``prev_hash`` links, ``stream_seq`` contiguity, canonical
+  (:func:`ledger.store.hashing.entry_hash`), ``prev_hash`` links, ``stream_seq`` contiguity, canonical
   payload text, engine version, and the entry kinds a submission of its status must have;
 * **steps**: SHA-256 of each stored canonical step against its ``step_hash`` column, the hash its
   ``trace.step`` entry commits to and the audit's trace header; the row's columns against its text;
@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ledger.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
-from ledger.verify_problems import MISSING, Problem, parse_canonical, quote, top_level_value
-from ledger.verify_roots import RootChecks
-from ledger.verify_source import EntryRow, StepRow, SubmissionGroup
+from ledger.store.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
+from ledger.verify.problems import MISSING, Problem, parse_canonical, quote, top_level_value
+from ledger.verify.roots import RootChecks
+from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 
 __all__ = ["Problem", "check_submission"]
 

@@ -11,7 +11,7 @@ import orjson
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from engine.sentinel import Challenge
-from ledger.replay_canonical import canonical_bytes, quote, sha256_hex
+from ledger.replay.text import canonical_bytes, quote, sha256_hex
 
 __all__ = [
     "MISSING",

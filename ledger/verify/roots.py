@@ -16,8 +16,8 @@ from typing import Any
 
 from engine.canonical import canonical_bytes
 from engine.sentinel import Challenge, ChallengeKind, MerkleProofPacket, make_challenge
-from ledger.hashing import text_sha256
-from ledger.verify_problems import Problem, cournot_root_hex, is_hex32, sha256_hex
+from ledger.store.hashing import text_sha256
+from ledger.verify.problems import Problem, cournot_root_hex, is_hex32, sha256_hex
 
 __all__ = ["COMPONENTS", "RootChecks"]
 

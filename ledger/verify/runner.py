@@ -1,8 +1,8 @@
 """``ledger verify``: the Sentinel over the ledger itself.
 
-One consistent snapshot, read in pages of submissions (:mod:`ledger.verify_source`); every
+One consistent snapshot, read in pages of submissions (:mod:`ledger.verify.source`); every
 submission's entries, steps and roots are recomputed from stored bytes
-(:mod:`ledger.verify_checks`); then the ledger-wide facts: the global sequence is gapless and
+(:mod:`ledger.verify.checks`); then the ledger-wide facts: the global sequence is gapless and
 every step row belongs to a ``trace.step`` entry of its submission. Finally the transparency log's
 checkpoints are checked against the entries (:func:`ledger.translog.verify.verify_checkpoints`).
 
@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from engine.version import ENGINE_VERSION
-from ledger.replay_source import auto_jobs, snapshot
-from ledger.verify_checks import check_submission
-from ledger.verify_problems import Problem
-from ledger.verify_source import (
+from ledger.replay.source import auto_jobs, snapshot
+from ledger.verify.checks import check_submission
+from ledger.verify.problems import Problem
+from ledger.verify.source import (
     SubmissionGroup,
     count_submissions,
     iter_groups,
@@ -33,7 +33,7 @@ from ledger.verify_source import (
     sequence_facts,
     unbacked_offset_moves,
 )
-from ledger.verify_workers import PageResult, checked_pages
+from ledger.verify.workers import PageResult, checked_pages
 
 __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
 
@@ -208,7 +208,7 @@ def run_verify(
     """Verify the whole ledger; ``progress(done, total, steps_done, 0)`` after each page.
 
     ``jobs > 1`` checks pages in worker processes under the same snapshot
-    (:mod:`ledger.verify_workers`); ``jobs <= 0`` picks one per CPU for big ledgers.
+    (:mod:`ledger.verify.workers`); ``jobs <= 0`` picks one per CPU for big ledgers.
     """
     report = VerifyReport()
     started = time.perf_counter()

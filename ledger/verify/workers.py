@@ -20,9 +20,9 @@ import psycopg
 from psycopg import Connection
 
 from ledger.connect import libpq_url
-from ledger.verify_checks import check_submission
-from ledger.verify_problems import Problem
-from ledger.verify_source import load_page
+from ledger.verify.checks import check_submission
+from ledger.verify.problems import Problem
+from ledger.verify.source import load_page
 
 __all__ = ["PageResult", "checked_pages", "page_starts"]
 

@@ -18,7 +18,7 @@ import psutil
 import psycopg
 import pytest
 
-from consumers.stack import available_commands, default_corpus_dir, embedded_server_processes
+from devstack.stack import available_commands, default_corpus_dir, embedded_server_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -30,7 +30,7 @@ def ledger(cwd: Path, *args: str, timeout: float = COMMAND_TIMEOUT) -> subproces
     env = {key: value for key, value in os.environ.items() if not key.startswith("LEDGER_")}
     env["XDG_STATE_HOME"] = str(cwd.parent / "state-home")
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

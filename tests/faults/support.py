@@ -32,8 +32,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from consumers.publisher import SentRecord, publish_documents
+from devstack.postgres import LOOPBACK, log_tail, pdeathsig_preexec
 from ledger.connect import libpq_url
-from ledger.embedded_postgres import LOOPBACK, log_tail, pdeathsig_preexec
 from ledger.translog.tree import root_at, tree_size
 from tests.fixtures.services import redis_server_binary
 from tests.integration.ledger_factories import chain_problems

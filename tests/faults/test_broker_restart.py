@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from consumers.embedded_broker import EmbeddedBroker
 from consumers.publisher import SentRecord
-from ledger.embedded_postgres import free_loopback_port
+from devstack.broker import EmbeddedBroker
+from devstack.postgres import free_loopback_port
 from tests.faults.support import (
     GROUP_TIMING,
     ROOT,
@@ -113,7 +113,7 @@ def own_errors(consumer: ConsumerProcess) -> list[str]:
 def health(env: dict[str, str]) -> tuple[int, dict[str, object]]:
     """``ledger health --json``: exit status and report."""
     done = subprocess.run(
-        [sys.executable, "-m", "consumers", "health", "--json"],
+        [sys.executable, "-m", "cli", "health", "--json"],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

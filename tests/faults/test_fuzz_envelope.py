@@ -31,7 +31,7 @@ from engine.envelope import (
     wrap_inputs,
 )
 from engine.limits import MAX_ID_BYTES, find_unstorable_text
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 from tests.faults.support import SAMPLE
 from tests.fixtures.hostile import assert_storable
 

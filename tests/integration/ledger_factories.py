@@ -10,8 +10,8 @@ import psycopg
 
 from engine.version import ENGINE_VERSION
 from ledger.connect import libpq_url
-from ledger.hashing import GENESIS_PREV_HASH, entry_hash_reference
-from ledger.payloads import (
+from ledger.store.hashing import GENESIS_PREV_HASH, entry_hash_reference
+from ledger.store.payloads import (
     audit_payload,
     received_payload,
     rejection_payload,
@@ -19,7 +19,7 @@ from ledger.payloads import (
     trace_step_entry,
     verdict_payload,
 )
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 HEX_A = "0x" + "a" * 64
 

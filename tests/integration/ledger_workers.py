@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ledger_factories import audited
 
 from ledger.connect import libpq_url
-from ledger.records import OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
 
 
 def append(url: str, worker: int, batches: int, per_batch: int, start_at: float, out: Path) -> None:

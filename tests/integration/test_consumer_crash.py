@@ -21,7 +21,7 @@ from test_consumer_support import (
     wait_until,
 )
 
-from ledger.embedded_postgres import free_loopback_port
+from devstack.postgres import free_loopback_port
 
 pytestmark = pytest.mark.integration
 

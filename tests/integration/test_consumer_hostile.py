@@ -23,13 +23,13 @@ import pytest
 from ledger_factories import audited
 from test_consumer_support import make_inputs, publish_raw, query, read_topic, stored_offsets
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
 from engine.envelope import DecodedEnvelope, wrap_inputs
 from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
-from ledger.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
 
 pytestmark = pytest.mark.integration
 

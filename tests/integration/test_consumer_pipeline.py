@@ -26,7 +26,7 @@ def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
     import os
 
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

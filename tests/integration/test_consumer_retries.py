@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from test_consumer_support import assert_ledger_exact, make_inputs, publish, stored_offsets
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
-from ledger.embedded_postgres import free_loopback_port
+from devstack.postgres import free_loopback_port
 from ledger.errors import LedgerUnavailableError
-from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
-from ledger.source_log import SourceIdentity, SourceResolution
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.store.source_log import SourceIdentity, SourceResolution
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,15 @@ import sys
 import pytest
 from test_consumer_support import ROOT, consumer_env, publish_raw
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.lag import broker_source_identity
 from consumers.metrics import ConsumerMetrics
 from ledger.errors import SourceLogUndecidedError
 from ledger.migration import upgrade
-from ledger.records import OffsetAdvance
-from ledger.source_log import SourceIdentity
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
+from ledger.store.source_log import SourceIdentity
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def run_in_process(
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

@@ -157,7 +157,7 @@ class ConsumerProcess:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "consumers", "consume", *args],
+            [sys.executable, "-m", "cli", "consume", *args],
             cwd=ROOT,
             env={**os.environ, **env},
             stdout=subprocess.DEVNULL,

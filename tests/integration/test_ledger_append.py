@@ -16,10 +16,10 @@ from ledger.errors import (
     SchemaNotReadyError,
     StaleOffsetError,
 )
-from ledger.hashing import GENESIS_PREV_HASH
-from ledger.payloads import rejection_payload
-from ledger.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
-from ledger.store import LedgerStore
+from ledger.store.hashing import GENESIS_PREV_HASH
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.payloads import rejection_payload
+from ledger.store.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
 
 pytestmark = pytest.mark.integration
 

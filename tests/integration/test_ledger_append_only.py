@@ -15,8 +15,8 @@ from ledger_factories import audited, chain_problems
 from psycopg import sql
 
 from ledger.connect import libpq_url
-from ledger.records import OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
 
 pytestmark = pytest.mark.integration
 

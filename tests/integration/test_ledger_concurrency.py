@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from ledger_factories import chain_problems, fetch_all
 
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 
 pytestmark = pytest.mark.integration
 

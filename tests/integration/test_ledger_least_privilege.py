@@ -16,18 +16,18 @@ import pytest
 from ledger_factories import audited, chain_problems, fetch_all
 from psycopg import sql
 
+from cli.main import main as ledger_main
 from consumers.batch import FATAL_LEDGER_ERRORS
-from consumers.cli import main as ledger_main
-from consumers.services import open_writer_store, settings_with
+from devstack.services import open_writer_store, settings_with
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.errors import LedgerDamagedError, LedgerPermissionError
-from ledger.hashing import GENESIS_PREV_HASH
 from ledger.migration import current_revision, downgrade, head_revision, upgrade
-from ledger.records import OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.hashing import GENESIS_PREV_HASH
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
 from ledger.translog.tree import tree_size
-from ledger.verify import run_verify
-from ledger.verify_problems import Problem
+from ledger.verify.problems import Problem
+from ledger.verify.runner import run_verify
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from ledger_factories import audited, fetch_all
 
-from ledger.cli import main as ledger_main
+from cli.parser import main as ledger_main
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import (
     alembic_config,
@@ -24,7 +24,7 @@ from ledger.migration import (
     target_metadata,
     upgrade,
 )
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 from tests.fixtures.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ from test_replay_support import corpus_drafts, ledger_json
 from ledger.connect import libpq_url
 from ledger.errors import SourceLogUndecidedError, StaleOffsetError
 from ledger.migration import current_revision, downgrade, head_revision, upgrade
-from ledger.records import DeadLetterCoordinates, EntryDraft, OffsetAdvance, OperationalInfo
-from ledger.source_log import SourceIdentity
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import DeadLetterCoordinates, EntryDraft, OffsetAdvance, OperationalInfo
+from ledger.store.source_log import SourceIdentity
 
 pytestmark = pytest.mark.integration
 

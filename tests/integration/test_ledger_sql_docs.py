@@ -10,7 +10,7 @@ import pytest
 from ledger_factories import audited, rejected
 
 from ledger.connect import libpq_url
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 
 pytestmark = pytest.mark.integration
 

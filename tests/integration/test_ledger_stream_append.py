@@ -6,8 +6,8 @@ import pytest
 from ledger_factories import audited, chain_problems
 
 from ledger.errors import InvalidDraftError
-from ledger.records import EntryDraft, OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft, OffsetAdvance
 
 pytestmark = pytest.mark.integration
 

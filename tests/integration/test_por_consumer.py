@@ -35,7 +35,7 @@ def document_envelope(pack: dict[str, object]) -> bytes:
 
 def ledger(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

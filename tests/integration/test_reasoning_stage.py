@@ -31,8 +31,8 @@ from test_reasoning_stage_support import (
 )
 
 from engine.reasoning import ReasoningResult
-from ledger.reasoning_stage import replay_reasoning_entry
-from ledger.store import LedgerStore
+from ledger.reasoning.stage import replay_reasoning_entry
+from ledger.store.ledger_store import LedgerStore
 from tests.stubs.llm_servers import StubResponse
 
 pytestmark = pytest.mark.integration
@@ -185,7 +185,7 @@ def test_reason_worker_command_runs_one_pass_as_its_own_process(
     with Stubs() as stubs:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "ANTHROPIC_", "OPENAI_"))}
         env.update(stubs.env())
-        command = [sys.executable, "-m", "consumers", "reason-worker", "--once", "--concurrency", "2"]
+        command = [sys.executable, "-m", "cli", "reason-worker", "--once", "--concurrency", "2"]
         done = subprocess.run(
             [*command, "--url", migrated_database_url],
             cwd=ROOT,

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from consumers.audit import audit_envelope
 from engine.envelope import decode_envelope, wrap_inputs
 from engine.reasoning import ReasoningVerifier, RetryPolicy, build_providers_from_env
-from ledger.hashing import entry_hash_reference, text_sha256
-from ledger.reasoning_worker import ReasoningWorker, WorkerConfig
-from ledger.records import LedgerEntry
-from ledger.store import LedgerStore
+from ledger.reasoning.worker import ReasoningWorker, WorkerConfig
+from ledger.store.drafts import audit_envelope
+from ledger.store.hashing import entry_hash_reference, text_sha256
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import LedgerEntry
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import json
 import pytest
 from test_replay_support import build_ledger, ledger_json, query, tamper
 
-from ledger.hashing import canonical_text
+from ledger.store.hashing import canonical_text
 
 pytestmark = pytest.mark.integration
 

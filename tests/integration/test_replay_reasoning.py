@@ -10,13 +10,13 @@ from test_replay_support import build_ledger, ledger_json, query, tamper
 
 from engine.reasoning import ReasoningVerifier, build_providers_from_env
 from engine.version import ENGINE_VERSION
-from ledger import replay_reasoning
 from ledger.connect import create_ledger_engine
-from ledger.reasoning_stage import derive_request, result_payload
-from ledger.records import EntryDraft
-from ledger.replay import run_replay
-from ledger.replay_source import Selection
-from ledger.store import LedgerStore
+from ledger.reasoning.stage import derive_request, result_payload
+from ledger.replay import reasoning as replay_reasoning
+from ledger.replay.runner import run_replay
+from ledger.replay.source import Selection
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, is_formula_request
 from tests.stubs.providers import ScriptedProvider
 

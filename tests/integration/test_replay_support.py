@@ -19,11 +19,11 @@ from typing import Any
 
 import psycopg
 
-from consumers.audit import audit_envelope
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from ledger.connect import libpq_url
-from ledger.records import SubmissionDraft
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import SubmissionDraft
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "samples" / "corpus"
@@ -99,7 +99,7 @@ def tamper(url: str, sql: str, params: dict[str, Any] | None = None) -> int:
 def ledger(url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``ledger ARGS`` (``python -m consumers``) against ``url`` in a fresh process."""
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, "LEDGER_DATABASE_URL": url, **(env or {})},
         capture_output=True,

@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from ledger.cli import main
+from cli.parser import main
 from ledger.connect import libpq_url
 from ledger.settings import get_settings
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import list_checkpoints
 from tests.integration.ledger_factories import audited
 

@@ -9,9 +9,9 @@ from importlib import import_module
 
 import pytest
 
-from consumers.cli import CONSUMER_COMMAND_MODULES
-from consumers.cli import main as ledger_main
-from ledger.cli import COMMAND_GROUPS, OTHER_GROUP, command_parsers
+from cli.main import CONSUMER_COMMAND_MODULES
+from cli.main import main as ledger_main
+from cli.parser import COMMAND_GROUPS, OTHER_GROUP, command_parsers
 
 MARKUP = re.compile(r"``|:(func|class|mod|meth|data|attr):")
 COMMANDS = command_parsers([import_module(name).register for name in CONSUMER_COMMAND_MODULES])

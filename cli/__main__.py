@@ -1,4 +1,4 @@
-"""``python -m consumers ...`` is the ``ledger`` command line."""
+"""``python -m cli ...`` is the ``ledger`` command line."""
 
 import sys
 

@@ -54,7 +54,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``audit`` command."""
     parser = subparsers.add_parser(
         "audit",
-        help="audit one envelope (or prompt spec + evidence bundle) offline and print the trace and roots",
         description=AUDIT_DESCRIPTION,
     )
     parser.add_argument(

@@ -29,7 +29,6 @@ def register(subparsers: Any) -> None:
     """Add ``consume`` to the ``ledger`` command line."""
     parser = subparsers.add_parser(
         "consume",
-        help="audit records from the topic into the ledger (consumer-group member)",
         description=(
             "Reads the topic as a member of the consumer group, audits every record and appends each "
             "batch with its partition offsets in one Postgres transaction. Refused records go to the "

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from cli.commands import command_names
 from consumers.publisher import SentRecord
 from devstack.demo import (
     DLQ_TOPIC,
@@ -35,7 +36,6 @@ def register(subparsers: Any) -> None:
     """Add ``demo`` to the ``ledger`` command line."""
     parser = subparsers.add_parser(
         "demo",
-        help="run the whole pipeline once on embedded services and print what the ledger holds",
         description=(
             "Starts a throwaway embedded PostgreSQL (<state_dir>/demo) and broker, publishes the sample "
             "corpus (bundles plus poison records), consumes it, prints verdicts, conflicts, rejections "
@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo and print its report."""
     require_embedded_extra()
     try:
-        result = run_demo(get_settings(), corpus_dir=args.corpus)
+        result = run_demo(get_settings(), offered=command_names(), corpus_dir=args.corpus)
     except EmbeddedExtraMissing:
-        raise  # cli.parser.main prints the one line naming the extra
+        raise  # cli.main.run prints the one line naming the extra
     except DemoError as exc:
         print(f"ledger demo: {exc}", file=sys.stderr)
         return EXIT_COULD_NOT_RUN

@@ -21,7 +21,6 @@ def register(subparsers: Any) -> None:
     """Add ``health`` to the ``ledger`` command line."""
     parser = subparsers.add_parser(
         "health",
-        help="check database and broker reachability and print lag per partition",
         description=(
             "Exit status 0 when both the ledger database and the broker answer and the stored offsets "
             "belong to the log the broker serves (same cluster id and topic id as the group's current "

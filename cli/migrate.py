@@ -15,7 +15,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``migrate`` command."""
     parser = subparsers.add_parser(
         "migrate",
-        help="create or upgrade the ledger schema (Alembic upgrade head)",
         description=(
             "Run the Alembic migrations on LEDGER_DATABASE_URL (or --url). Without a URL, the embedded "
             "PostgreSQL in <state_dir>/postgres is used (started and stopped around the command unless "

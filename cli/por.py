@@ -25,7 +25,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``verify-por``."""
     p = subparsers.add_parser(
         "verify-por",
-        help="verify Cournot PoR packs (directory, .zip or JSON document)",
         description="Recomputes each pack's manifest hashes, market ids and all five roots, and names every "
         "failure with its file, root, leaf and a Merkle proof. Exit 0 when every pack is genuine, 1 when one "
         "failed or is unverifiable, 2 when one cannot be read. Needs no database.",
@@ -103,7 +102,6 @@ def register_replay(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     """Add ``replay-por``."""
     p = subparsers.add_parser(
         "replay-por",
-        help="re-verify stored PoR packs; every report must be identical",
         description="Verifies every PoR pack stored in the ledger again and compares the report with the "
         "stored one. Exit 0 when all are identical, 1 when one diverged, 2 when the ledger cannot be read.",
     )

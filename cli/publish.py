@@ -27,7 +27,6 @@ def register(subparsers: Any) -> None:
     """Add ``publish`` to the ``ledger`` command line."""
     parser = subparsers.add_parser(
         "publish",
-        help="validate and send evidence bundles to the Kafka topic",
         description=(
             "Each FILE holds a v1 envelope or an object with 'prompt_spec' and 'evidence_bundle' "
             "(wrapped into an envelope). Everything is validated exactly as the consumer will before "

@@ -93,7 +93,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     worker = subparsers.add_parser(
         "reason-worker",
         parents=[common],
-        help="verify submissions that requested it and append reasoning.verified entries",
         description="Finds the submissions whose envelope asked for reasoning verification, runs the "
         "ReasoningVerifier on each and appends a reasoning.verified entry. It runs next to `ledger consume` "
         "and never blocks it. LEDGER_REDIS_URL adds a shared result cache.",

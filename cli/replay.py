@@ -79,7 +79,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``replay`` and ``verify``."""
     p = subparsers.add_parser(
         "replay",
-        help="re-run the engine on stored inputs and compare every step hash, root and verdict",
         description="Replays audited submissions from their stored canonical inputs and reports each as "
         "identical, diverged (with the first differing step and a diff) or version drift. LLM exchanges "
         "are replayed from their records unless --live.",
@@ -107,7 +106,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     v = subparsers.add_parser(
         "verify",
-        help="recompute every hash, chain, step and root from stored bytes; check the log's checkpoints",
         description="The Sentinel over the ledger: entry hashes, per-submission chains, the global sequence, "
         "step hashes, PoR roots and transparency-log checkpoints. Every broken item is reported with a "
         "challenge (kind, submission, step, leaf index, Merkle proof).",
@@ -192,7 +190,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
             if recorder is not None:
                 report.recorded = recorder.summary()
     except EmbeddedExtraMissing:
-        raise  # cli.parser.main prints the one line naming the extra
+        raise  # cli.main.run prints the one line naming the extra
     except _RUN_ERRORS as exc:
         return _fail("replay", exc)
     finally:
@@ -226,7 +224,7 @@ def run_verify_command(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
             )
     except EmbeddedExtraMissing:
-        raise  # cli.parser.main prints the one line naming the extra
+        raise  # cli.main.run prints the one line naming the extra
     except (*_RUN_ERRORS, SigningKeyError, UnicodeDecodeError) as exc:
         return _fail("verify", exc)
     finally:

@@ -18,7 +18,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``ledger serve``."""
     p = subparsers.add_parser(
         "serve",
-        help="serve the ledger over HTTP: JSON API, proofs and C2SP tlog-tiles (read-only)",
         description=f"Read-only HTTP API. Off the loopback interface a bearer token ({TOKEN_ENV}) is required.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")

@@ -21,7 +21,6 @@ def register(subparsers: Any) -> None:
     """Add ``up``, ``down`` and ``status`` to the ``ledger`` command line."""
     parser = subparsers.add_parser(
         "up",
-        help="start the embedded PostgreSQL and Kafka broker in the background and migrate",
         description=(
             "Starts the embedded PostgreSQL (data in <state_dir>/postgres, kept across restarts) and the "
             "embedded tansu broker (memory storage: topics are lost on `ledger down`) as background "
@@ -35,13 +34,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run_up)
     parser = subparsers.add_parser(
         "down",
-        help="stop the background services started by `ledger up`",
         description="Stops the embedded broker and PostgreSQL of the state directory; data stays on disk.",
     )
     parser.set_defaults(handler=run_down)
     parser = subparsers.add_parser(
         "status",
-        help="show the background services: running, stopped or stale, with pid and port",
         description=(
             f"Exit status 0 when every service runs, {EXIT_NOT_RUNNING} otherwise. 'stale' means a state "
             "file names a process that is gone (`ledger up` or `ledger down` clears it)."
@@ -93,7 +90,7 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         info = stack.up(Progress(prefix="ledger up"))
     except EmbeddedExtraMissing:
-        raise  # cli.parser.main prints the one line naming the extra
+        raise  # cli.main.run prints the one line naming the extra
     except EmbeddedServiceError as exc:
         print(f"ledger up: {exc}", file=sys.stderr)
         return 1
@@ -122,7 +119,7 @@ def run_down(args: argparse.Namespace) -> int:
     try:
         stopped, killed = stack.down()
     except EmbeddedExtraMissing:
-        raise  # cli.parser.main prints the one line naming the extra
+        raise  # cli.main.run prints the one line naming the extra
     except EmbeddedServiceError as exc:
         print(f"ledger down: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ledger.translog.audit_command import add_audit_command
 from ledger.translog.keys import SigningKeyError, generate_key_files, load_public_key
 from ledger.translog.note import verifier_key
 
@@ -26,7 +27,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the transparency-log commands."""
     p = subparsers.add_parser(
         "keygen",
-        help="create the Ed25519 checkpoint signing key (PATH and PATH.pub)",
         description="Writes a new Ed25519 private key to PATH (mode 0600) and its public key to PATH.pub, "
         "then prints the verifier key. Keep the private key off the database host. Point LEDGER_SIGNING_KEY "
         "at it, or pass it to `ledger checkpoint --key`.",
@@ -42,7 +42,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "checkpoint",
-        help="extend the tree, then sign and store a checkpoint",
         description="Adds every new entry to the RFC 6962 tree, signs the tree head with the Ed25519 key and "
         "stores the signed note in the ledger; the note is printed on stdout. --out also writes it to a file: "
         "an existing directory or a path ending in / receives checkpoint-<size>-<time>.note; an existing "
@@ -63,7 +62,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "prove",
-        help="inclusion proof of an entry, or --consistency OLD NEW",
         description="Prints, as JSON, the inclusion proof of an entry's leaf against a stored checkpoint, or "
         "the consistency proof between two tree sizes. `ledger audit-log` checks the result offline.",
     )
@@ -84,7 +82,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "export-log",
-        help="write checkpoints, consistency proofs and entries for auditors",
         description="Writes every stored checkpoint note, the consistency proofs between them and the "
         "entries (entries.jsonl) into a directory that `ledger audit-log` can check without a database.",
     )
@@ -96,7 +93,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "verify-log",
-        help="check every checkpoint against the stored entries",
         description="Checks each stored checkpoint's signature, recomputes its root from the stored entries "
         "and checks consistency between checkpoints; exported notes given with --checkpoint are checked "
         "too. Exit 1 when a check fails.",
@@ -105,25 +101,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--checkpoint", type=Path, action="append", default=[], help="an exported checkpoint note")
     p.set_defaults(handler=run_verify_log)
 
-    add_audit_command(subparsers)
-
-
-def add_audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``audit-log``, the independent verifier (also ``python -m ledger.translog audit-log``)."""
-    p = subparsers.add_parser(
-        "audit-log",
-        help="independent verifier (no database): checkpoints, proofs and exported entries",
-        description="Checks signatures, inclusion and consistency proofs and exported entries against a public "
-        "key; prints one line per check and exits 1 if any fails.",
-    )
-    p.add_argument("paths", nargs="*", type=Path, help="notes, proof bundles, entries.jsonl or directories")
-    p.add_argument(
-        "--public-key", type=Path, required=True, help="the log's public key (PEM or verifier key)"
-    )
-    p.add_argument("--origin", default=None, help="require this origin (default: the first checkpoint's)")
-    p.add_argument("--topic", default=None, help="also read checkpoints from this Kafka topic")
-    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap (default: LEDGER_KAFKA_BOOTSTRAP)")
-    p.set_defaults(handler=run_audit)
+    add_audit_command(subparsers)  # also `python -m ledger.translog audit-log`, without the rest
 
 
 def _error(command: str, message: object) -> int:
@@ -256,29 +234,3 @@ def run_verify_log(args: argparse.Namespace) -> int:
     errors = [p for p in problems if p.severity == "error"]
     print(f"verify-log: {'FAILED, ' + str(len(errors)) + ' problem(s)' if errors else 'ok'}")
     return 1 if errors else 0
-
-
-def run_audit(args: argparse.Namespace) -> int:
-    """The independent verifier."""
-    import os
-
-    from ledger.translog.auditfiles import audit_files, read_topic_notes
-
-    try:
-        public_key = load_public_key(args.public_key)
-    except SigningKeyError as exc:
-        return _error("audit-log", exc)
-    topic_notes: list[tuple[str, bytes]] = []
-    if args.topic:
-        bootstrap = args.bootstrap or os.environ.get("LEDGER_KAFKA_BOOTSTRAP", "")
-        if not bootstrap:
-            return _error("audit-log", "--topic needs --bootstrap or LEDGER_KAFKA_BOOTSTRAP")
-        try:
-            topic_notes = read_topic_notes(bootstrap, args.topic)
-        except Exception as exc:
-            return _error("audit-log", f"cannot read topic {args.topic}: {exc}")
-    if not args.paths and not topic_notes:
-        return _error("audit-log", "nothing to audit: give files, directories or --topic")
-    report = audit_files(public_key, args.paths, origin=args.origin, topic_notes=topic_notes)
-    print(report.render())
-    return 0 if report.ok else 1

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from consumers.kafka_settings import consumer_kwargs
 from consumers.publisher import EnvelopePublisher, PreparedRecord, SentRecord, prepare_file
 from devstack.broker import EmbeddedBroker
 from devstack.postgres import EmbeddedPostgres
-from devstack.stack import Progress, available_commands, default_corpus_dir
+from devstack.stack import Progress, default_corpus_dir
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
 from ledger.migration import WRITER_ROLE, upgrade
 from ledger.settings import LedgerSettings
@@ -315,7 +315,9 @@ class DemoResult:
         return not self.checks.failed
 
 
-def run_demo(settings: LedgerSettings, *, corpus_dir: Path | None = None) -> DemoResult:
+def run_demo(
+    settings: LedgerSettings, *, offered: Collection[str], corpus_dir: Path | None = None
+) -> DemoResult:
     """Run the demo end to end (progress on stderr) and return what it found and checked."""
     progress = Progress(prefix="ledger demo")
     _quiet_logs()
@@ -361,7 +363,6 @@ def run_demo(settings: LedgerSettings, *, corpus_dir: Path | None = None) -> Dem
             f"checkpoint covers all {found['totals']['entries']} entries (tree size {checkpoint.tree_size})",
         )
         tools: dict[str, subprocess.CompletedProcess[str] | None] = {}
-        offered = available_commands()
         verify = ["verify", "--public-key", str(public_key)]
         for name, argv in (("replay", ["replay", "--all", "--fail-on-drift"]), ("verify", verify)):
             if name not in offered:

@@ -3,7 +3,7 @@
 Nothing here imports those packages at import time: ``ledger --help``, ``ledger audit`` and every
 command that talks to configured services must run after a plain ``pip install .``. Commands that
 would start an embedded server raise :class:`EmbeddedExtraMissing`, whose message is the one line
-``cli.parser.main`` prints (exit 2).
+``cli.main.run`` prints (exit 2).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class EmbeddedServiceError(RuntimeError):
 class EmbeddedExtraMissing(EmbeddedServiceError):
     """A package of the ``embedded`` extra is not installed; the message is one line saying what to install.
 
-    The command line prints ``ledger <command> <message>`` and exits 2 (see ``cli.parser.main``).
+    The command line prints ``ledger <command> <message>`` and exits 2 (see ``cli.main.run``).
     """
 
     def __init__(self, missing: Sequence[str]) -> None:

@@ -50,7 +50,6 @@ __all__ = [
     "Progress",
     "ServiceReport",
     "StackInfo",
-    "available_commands",
     "corpus_hint",
     "default_corpus_dir",
     "embedded_server_processes",
@@ -83,21 +82,6 @@ def corpus_hint(directory: Path | None = None) -> str:
     with contextlib.suppress(ValueError):
         return str(directory.relative_to(Path.cwd().resolve()))
     return str(directory)
-
-
-def available_commands() -> set[str]:
-    """The sub-commands the ``ledger`` console script offers in this build."""
-    import argparse
-    from importlib import import_module
-
-    from cli.main import CONSUMER_COMMAND_MODULES
-    from cli.parser import build_parser
-
-    parser = build_parser([import_module(name).register for name in CONSUMER_COMMAND_MODULES])
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return set(action.choices)
-    return set()
 
 
 class Progress:

@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from ledger_factories import audited, fetch_all
 
-from cli.parser import main as ledger_main
+from cli.main import main as ledger_main
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import (
     alembic_config,

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from cli.parser import main
+from cli.main import main
 from ledger.connect import libpq_url
 from ledger.settings import get_settings
 from ledger.store.ledger_store import LedgerStore

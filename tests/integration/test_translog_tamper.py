@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
-from cli.parser import main
+from cli.main import main
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.settings import get_settings
 from ledger.store.hashing import entry_hash, payload_hash

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cli.parser import main
+from cli.main import main
 from tests.golden.regenerate import CORPUS_DIR, golden_path
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.parser import main
+from cli.main import main
 
 PACKS = Path(__file__).resolve().parents[1] / "data" / "por_packs"
 

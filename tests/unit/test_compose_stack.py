@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,9 @@ SERVICES: dict[str, Any] = COMPOSE["services"]
 
 
 def ledger_commands() -> set[str]:
-    from cli.main import CONSUMER_COMMAND_MODULES
-    from cli.parser import build_parser
+    from cli.commands import command_names
 
-    parser = build_parser(
-        [__import__(name, fromlist=["register"]).register for name in CONSUMER_COMMAND_MODULES]
-    )
-    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return set(actions[0].choices)
+    return set(command_names())
 
 
 def test_stack_has_every_service() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cli.parser import main
+from cli.main import main
 from consumers.processing import Audited, RecordContext, Rejection, process_record
 from engine.envelope import wrap_inputs
 from ledger.store.drafts import audit_envelope

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cli.parser import main
+from cli.main import main
 from engine.reasoning import ReasoningResult
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
 from tests.stubs.providers import good_trace

@@ -120,8 +120,8 @@ def run_replay(args: argparse.Namespace) -> int:
     from devstack.database import open_database
     from ledger.errors import LedgerError
     from ledger.replay.por import replay_por_packs
-    from ledger.replay.source import snapshot
     from ledger.settings import get_settings
+    from ledger.store.read import snapshot
 
     settings = get_settings()
     if args.database_url:

@@ -156,7 +156,8 @@ _RUN_ERRORS = (LedgerError, psycopg.Error, sqlalchemy.exc.SQLAlchemyError, OSErr
 def run_replay_command(args: argparse.Namespace) -> int:
     """Replay, print the summary (or JSON), and exit 1 on divergence."""
     from ledger.replay.runner import run_replay
-    from ledger.replay.source import Selection, parse_since, resolve_submission, snapshot
+    from ledger.replay.source import Selection, parse_since, resolve_submission
+    from ledger.store.read import snapshot
 
     try:
         since_seq, since_time = parse_since(args.since) if args.since else (None, None)
@@ -198,7 +199,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
-        from ledger.replay.render import render_replay
+        from cli.render import render_replay
 
         print(render_replay(report))
     drift = args.fail_on_drift and report.counts["version_drift"] > 0
@@ -232,7 +233,7 @@ def run_verify_command(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
-        from ledger.replay.render import render_verify
+        from cli.render import render_verify
 
         print(render_verify(report))
     return 0 if report.ok else 1

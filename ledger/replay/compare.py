@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from engine.canonical import canonical_bytes
 from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
-from ledger.replay.text import canonical_bytes
 from ledger.store.hashing import text_sha256
 
 __all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run"]

@@ -36,8 +36,9 @@ from engine.pipeline import run_pipeline
 from engine.version import ENGINE_VERSION
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
-from ledger.replay.source import ReplayCase, Selection, auto_jobs, count_selected, iter_replay_pages, snapshot
+from ledger.replay.source import ReplayCase, Selection, count_selected, iter_replay_pages
 from ledger.store.hashing import canonical_text
+from ledger.store.read import auto_jobs, snapshot
 
 __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
 

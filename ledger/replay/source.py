@@ -9,26 +9,21 @@ canonical steps and their hashes (``ledger verify`` checks that rows and entries
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from psycopg import Connection, IsolationLevel
-from sqlalchemy import Engine
+from psycopg import Connection
 
 __all__ = [
     "ReplayCase",
     "Selection",
-    "auto_jobs",
     "count_selected",
     "iter_replay_pages",
     "parse_since",
     "resolve_submission",
-    "snapshot",
 ]
 
 PAGE_SIZE = 500
@@ -107,25 +102,6 @@ def parse_since(text: str, *, now: datetime | None = None) -> tuple[int | None, 
             f"--since {text!r}: expected a global_seq, a duration like 24h, or an ISO date/datetime"
         ) from exc
     return None, moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-@contextlib.contextmanager
-def snapshot(engine: Engine) -> Iterator[Connection[Any]]:
-    """A read-only REPEATABLE READ psycopg connection: one consistent view for the whole run."""
-    raw = engine.raw_connection()
-    try:
-        conn = raw.driver_connection
-        assert isinstance(conn, Connection)
-        conn.rollback()
-        previous = conn.isolation_level, conn.read_only
-        conn.isolation_level, conn.read_only = IsolationLevel.REPEATABLE_READ, True
-        try:
-            yield conn
-        finally:
-            conn.rollback()
-            conn.isolation_level, conn.read_only = previous
-    finally:
-        raw.close()
 
 
 def resolve_submission(conn: Connection[Any], key: str) -> str | None:
@@ -234,12 +210,3 @@ def iter_replay_pages(
         if len(heads) < page_size:
             return
         after = int(heads[-1][0])
-
-
-def auto_jobs(submissions: int, minimum: int) -> int:
-    """Worker processes for ``--jobs 0``: inline below ``minimum`` submissions (starting workers
-    costs about a second each), else one per usable CPU, at most 8."""
-    if submissions < minimum:
-        return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(8, cpus))

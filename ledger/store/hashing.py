@@ -16,13 +16,12 @@ Pure functions over strings and integers (no I/O). The definitions, stated in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.canonical import canonical_bytes, from_hex, hash_canonical, to_hex
+from engine.canonical import canonical_bytes, from_hex, hash_canonical, sha256_hex, to_hex
 
 GENESIS_PREV_HASH = "0x" + "0" * 64
 
@@ -34,6 +33,7 @@ __all__ = [
     "entry_hash_reference",
     "merkle_leaf_data",
     "payload_hash",
+    "quote",
     "step_hash",
     "submission_header",
     "submission_id_for",
@@ -43,7 +43,7 @@ __all__ = [
 
 def text_sha256(text: str) -> str:
     """``0x`` + sha256 of the UTF-8 bytes of ``text``."""
-    return "0x" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_hex(text.encode("utf-8"))
 
 
 def payload_hash(payload_canonical: str) -> str:
@@ -147,3 +147,11 @@ def merkle_leaf_data(entry_hash_hex: str) -> bytes:
     if len(data) != 32:
         raise ValueError(f"entry_hash must be 32 bytes, got {len(data)}")
     return data
+
+
+_PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f]*')
+
+
+def quote(text: str) -> str:
+    """``text`` as a JSON string, as the canonical form writes it."""
+    return f'"{text}"' if _PLAIN_TEXT.fullmatch(text) else json.dumps(text, ensure_ascii=False)

@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 import orjson
 
-from engine.canonical import to_hex
+from engine.canonical import canonical_bytes, sha256_hex, to_hex
 from engine.merkle import cournot_root
 from engine.sentinel import Challenge
-from ledger.replay.text import canonical_bytes, quote, sha256_hex
+from ledger.store.hashing import quote
 
 __all__ = [
     "MISSING",

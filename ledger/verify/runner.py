@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from engine.version import ENGINE_VERSION
-from ledger.replay.source import auto_jobs, snapshot
+from ledger.store.read import auto_jobs, snapshot
 from ledger.verify.checks import check_submission
 from ledger.verify.problems import Problem
 from ledger.verify.source import (

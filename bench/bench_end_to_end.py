@@ -355,7 +355,7 @@ def main() -> None:
             f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms (produce → commit)"
         )
         print(
-            f"design §9 target: >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
+            f"target (docs/architecture.md): >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
         )
 
 

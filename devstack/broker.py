@@ -3,7 +3,7 @@
 Memory storage, one node, on 127.0.0.1 and a free port. ``foreground`` ties the broker to
 the Python thread that started it (``PR_SET_PDEATHSIG``); ``detached`` lets it outlive us
 and records pid, port and bootstrap in ``<state_dir>/broker.json``. All topics, records and
-offsets are lost when it stops (see docs/reference/test-infrastructure.md §1 for its quirks).
+offsets are lost when it stops (docs/architecture.md, Configuration).
 Each start gets a fresh cluster id, so consumers see a new source-log incarnation (the
 topics' offsets restart at 0) instead of mistaking the new log for the old one.
 """

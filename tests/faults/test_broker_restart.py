@@ -1,7 +1,7 @@
 """The source log is replaced under the consumer: a broker restart, a topic deleted and recreated.
 
 The embedded tansu broker keeps everything in memory: a restart loses topics, records and group
-offsets (docs/reference/test-infrastructure.md §1(h)), and the re-created topic starts again at
+offsets (docs/architecture.md, Configuration), and the re-created topic starts again at
 offset 0. On real Kafka a topic deleted and recreated does the same. The consumer must notice the
 new log (new cluster id or topic id), record a new source incarnation in the ledger, and consume
 the new log from its start: every bundle published after the change is committed exactly once,

@@ -1,4 +1,4 @@
-"""Issue 5 / design §8: poison records land in the DLQ and the ledger; good records around them commit."""
+"""Poison records land in the DLQ and the ledger; good records around them commit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The append path's promises on a real PostgreSQL (design §6, ledger-anchors lessons 1, 2, 6)."""
+"""The append path's promises on a real PostgreSQL (docs/event-store.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Append-only in depth (design §6, ledger-anchors §4 and lesson 7): privileges, then triggers.
+"""Append-only in depth (docs/architecture.md, The event store): privileges, then triggers.
 
 The writer lacks UPDATE/DELETE/TRUNCATE (privilege errors); the owner and a superuser have the
 privileges but the row and TRUNCATE triggers refuse; the reader can only SELECT. What a superuser

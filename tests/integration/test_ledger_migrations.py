@@ -1,4 +1,4 @@
-"""Alembic owns the schema (design §6): up from empty, down/up round trips, models agree."""
+"""Alembic owns the schema (docs/event-store.md): up from empty, down/up round trips, models agree."""
 
 from __future__ import annotations
 

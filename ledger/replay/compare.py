@@ -1,6 +1,9 @@
 """Compare a stored submission with a fresh pipeline run, byte for byte.
 
-Compared, in this order (the first difference is the one reported with a diff):
+First, whole payloads: the submission draft the consumer would append today is rebuilt with the one
+draft builder (:func:`ledger.store.drafts.submission_draft`) and the SHA-256 of each rebuilt entry's
+canonical payload is compared with the stored payload's; with the step rows' hashes equal too, the
+submission is identical and nothing else runs. Otherwise, to say where it differs, compared in this order (the first difference is the one reported with a diff):
 
 1. every step: the stored canonical step text and its ``step_hash`` column against the replayed
    step's canonical JSON and hash (``engine.sentinel.replay_compare``), then the verdict's canonical
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -28,7 +31,8 @@ from engine.canonical import canonical_bytes
 from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
-from ledger.store.hashing import text_sha256
+from ledger.store.hashing import canonical_text, text_sha256
+from ledger.store.records import SubmissionDraft
 
 __all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run"]
 
@@ -47,6 +51,7 @@ class StoredArtifacts:
     step_ids: Sequence[str]
     step_hashes: Sequence[str]
     step_texts: Sequence[str]
+    payload_texts: Mapping[str, str] = field(default_factory=dict)  # kind -> stored canonical payload
 
 
 @dataclass(frozen=True)
@@ -181,8 +186,31 @@ def _core_difference(
     return list(comparison.differing), first
 
 
-def compare_run(stored: StoredArtifacts, result: PipelineResult) -> Outcome:
-    """Compare ``stored`` with ``result``; see the module docstring for what and in which order."""
+def payload_differences(stored: StoredArtifacts, draft: SubmissionDraft) -> list[tuple[str, str, str]]:
+    """``(kind, stored text, rebuilt text)`` for each stored payload whose hash differs from the draft's."""
+    rebuilt = {entry.kind: entry.payload for entry in draft.entries if entry.kind in stored.payload_texts}
+    differing = []
+    for kind, text in stored.payload_texts.items():
+        replayed = canonical_text(rebuilt[kind]) if kind in rebuilt else ""
+        if text_sha256(text) != text_sha256(replayed):
+            differing.append((kind, text, replayed))
+    return differing
+
+
+def _steps_identical(stored: StoredArtifacts, result: PipelineResult) -> bool:
+    if list(stored.step_hashes) != result.step_hashes or len(stored.step_texts) != len(result.step_hashes):
+        return False
+    return all(
+        text_sha256(text) == value for text, value in zip(stored.step_texts, result.step_hashes, strict=True)
+    )
+
+
+def compare_run(stored: StoredArtifacts, result: PipelineResult, draft: SubmissionDraft) -> Outcome:
+    """Compare ``stored`` with ``result`` and its ``draft``; see the module docstring for what and in which order."""
+    whole = payload_differences(stored, draft)
+    if not whole and _steps_identical(stored, result):
+        status: Status = "version_drift" if stored.engine_version != result.engine_version else "identical"
+        return Outcome(status=status, differing=(), first=None)
     verdict_value = stored.verdict.get("verdict")
     verdict_text = _text(verdict_value)
     differing: list[str] = []
@@ -200,7 +228,16 @@ def compare_run(stored: StoredArtifacts, result: PipelineResult) -> Outcome:
                 replayed=replayed_text,
                 diff=canonical_diff(stored_text, replayed_text, component),
             )
-    status: Status
+    if not differing:  # the payloads differ where no part above looks: report the whole payloads
+        for kind, stored_text, replayed_text in whole:
+            differing.append(f"{kind} payload")
+            if first is None:
+                first = Difference(
+                    component=f"{kind} payload",
+                    stored=stored_text,
+                    replayed=replayed_text,
+                    diff=canonical_diff(stored_text, replayed_text, f"{kind} payload"),
+                )
     if stored.engine_version != result.engine_version:
         status = "version_drift"
     else:

@@ -37,6 +37,7 @@ from engine.version import ENGINE_VERSION
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.source import ReplayCase, Selection, count_selected, iter_replay_pages
+from ledger.store.drafts import submission_draft
 from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, snapshot
 
@@ -134,18 +135,29 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
             step_ids=case.step_ids,
             step_hashes=case.step_hashes,
             step_texts=case.step_texts,
+            payload_texts={
+                kind: text
+                for kind, text in (
+                    ("submission.received", case.received),
+                    ("audit.completed", case.audit),
+                    ("verdict.issued", case.verdict),
+                )
+                if text is not None
+            },
         )
         # the consumer's own validation (models and cross-field checks), so stored inputs it would
         # have refused are refused here too, with its reason code
-        inputs = decode_stored_inputs(received).envelope
+        decoded = decode_stored_inputs(received)
+        inputs = decoded.envelope
         prompt_spec, evidence = inputs.prompt_spec, inputs.evidence_bundle
     except (ValueError, ValidationError) as exc:  # EnvelopeError is a ValueError
         return replace(failed, error=f"stored inputs cannot be replayed: {exc}".splitlines()[0])
     try:
         result = run_pipeline(prompt_spec, evidence, auditor=_AUDITOR, judge=_JUDGE)
+        draft = submission_draft(decoded, result, None)  # the consumer's own draft builder
     except Exception as exc:  # the engine refusing stored inputs is a finding, not a crash
         return replace(failed, error=f"the engine failed on the stored inputs: {type(exc).__name__}: {exc}")
-    outcome = compare_run(stored, result)
+    outcome = compare_run(stored, result, draft)
     return replace(
         failed,
         status=outcome.status,

@@ -29,7 +29,10 @@ from ledger.store.hashing import (
     submission_id_for,
 )
 from ledger.store.records import (
+    ENTRY_WRITE_COLUMNS,
     FOLLOW_UP_KINDS,
+    STEP_COLUMNS,
+    STORED_ENTRY_COLUMNS,
     AppendResult,
     ConflictRecord,
     EntryDraft,
@@ -48,13 +51,6 @@ APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
 _SUBMISSION_COLUMNS = (
     "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
     "received_at, kafka_topic, kafka_partition, kafka_offset, host"
-)
-_ENTRY_COLUMNS = (
-    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
-    "engine_version"
-)
-_STEP_COLUMNS = (
-    "submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step"
 )
 
 
@@ -175,8 +171,8 @@ def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
     if not heads:
         return {}
     cur.execute(
-        "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version "
-        "FROM ledger_store.entries WHERE submission_id = ANY(%s) ORDER BY submission_id, stream_seq",
+        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%s) "
+        "ORDER BY submission_id, stream_seq",
         ([submission_id for submission_id, _ in heads.values()],),
     )
     by_submission: dict[str, list[StoredEntry]] = {}
@@ -252,7 +248,7 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
                     *_operational(draft),
                 )
             )
-    with cur.copy(f"COPY ledger_store.entries ({_ENTRY_COLUMNS}) FROM STDIN") as copy:
+    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
         for offer, first_seq in new:
             version = offer.draft.engine_version
             for i, e in enumerate(offer.entries):
@@ -270,7 +266,7 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
                     )
                 )
     if any(offer.step_rows for offer, _ in new):
-        with cur.copy(f"COPY ledger_store.trace_steps ({_STEP_COLUMNS}) FROM STDIN") as copy:
+        with cur.copy(f"COPY ledger_store.trace_steps ({STEP_COLUMNS}) FROM STDIN") as copy:
             for offer, first_seq in new:
                 for position, *rest in offer.step_rows:
                     copy.write_row((offer.submission_id, rest[0], first_seq + position, *rest[1:]))
@@ -395,8 +391,8 @@ def write_follow_ups(
 ) -> StreamAppendResult:
     """Inside the transaction, after :func:`begin_append`: chain entries after the expected head."""
     cur.execute(
-        "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version "
-        "FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s ORDER BY stream_seq",
+        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s "
+        "ORDER BY stream_seq",
         (submission_id, expected_stream_seq),
     )
     stored = [StoredEntry(*row) for row in cur.fetchall()]
@@ -423,7 +419,7 @@ def write_follow_ups(
         StoredEntry(first_seq + i, submission_id, seq, kind, digest, prev, current, engine_version)
         for i, ((kind, _, digest), (seq, prev, current)) in enumerate(zip(prepared, chain, strict=True))
     )
-    with cur.copy(f"COPY ledger_store.entries ({_ENTRY_COLUMNS}) FROM STDIN") as copy:
+    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
         for entry, (_, text, _) in zip(created, prepared, strict=True):
             copy.write_row(
                 (

@@ -31,15 +31,17 @@ from ledger.errors import (
 )
 from ledger.store.append import begin_append, prepare, prepare_follow_ups, write_batch, write_follow_ups
 from ledger.store.records import (
+    LEDGER_ENTRY_COLUMNS,
+    STEP_COLUMNS,
     AppendResult,
     EntryDraft,
     LedgerEntry,
     OffsetAdvance,
     OperationalInfo,
-    StoredStep,
     StreamAppendResult,
     SubmissionDraft,
     SubmissionRecord,
+    stored_step,
 )
 from ledger.store.source_log import (
     Incarnation,
@@ -52,10 +54,7 @@ from ledger.store.source_log import (
 )
 from ledger.translog.tree import TreeError
 
-_ENTRY_SELECT = (
-    "SELECT global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version, "
-    "payload_canonical, appended_at FROM ledger_store.entries"
-)
+_ENTRY_SELECT = f"SELECT {LEDGER_ENTRY_COLUMNS} FROM ledger_store.entries"
 
 
 def _translate(exc: BaseException) -> LedgerError:
@@ -99,19 +98,6 @@ def _tree_errors_as_damage() -> Iterator[None]:
         yield
     except TreeError as exc:
         raise LedgerDamagedError(f"the ledger is damaged: {exc}; {RECOVERY_HINT}") from exc
-
-
-def _stored_step(row: Sequence[Any]) -> StoredStep:
-    return StoredStep(
-        submission_id=row[0],
-        step_index=row[1],
-        global_seq=row[2],
-        step_id=row[3],
-        step_type=row[4],
-        evidence_ids=tuple(row[5]),
-        step_hash=row[6],
-        canonical_step=row[7],
-    )
 
 
 class LedgerStore:
@@ -288,8 +274,7 @@ class LedgerStore:
                 f"{_ENTRY_SELECT} WHERE submission_id = %s ORDER BY stream_seq", (submission_id,)
             ).fetchall()
             steps = conn.execute(
-                "SELECT submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, "
-                "canonical_step FROM ledger_store.trace_steps WHERE submission_id = %s ORDER BY step_index",
+                f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = %s ORDER BY step_index",
                 (submission_id,),
             ).fetchall()
         return SubmissionRecord(
@@ -303,7 +288,7 @@ class LedgerStore:
             operational=OperationalInfo(head[7], head[8], head[9], head[10], head[11]),
             appended_at=head[12],
             entries=tuple(LedgerEntry(*row) for row in entries),
-            steps=tuple(_stored_step(row) for row in steps),
+            steps=tuple(stored_step(row) for row in steps),
         )
 
     def resolve_source(

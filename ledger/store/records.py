@@ -7,6 +7,7 @@ batch fails before any transaction starts.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -152,6 +153,21 @@ class OffsetAdvance:
             )
 
 
+# The SQL column lists of the stored rows, once: each in the field order of the record it fills.
+STORED_ENTRY_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version"
+)
+LEDGER_ENTRY_COLUMNS = f"{STORED_ENTRY_COLUMNS}, payload_canonical, appended_at"
+STEP_COLUMNS = (
+    "submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step"
+)
+# what the append transaction writes, in COPY order
+ENTRY_WRITE_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
+    "engine_version"
+)
+
+
 @dataclass(frozen=True)
 class StoredEntry:
     """An entry as committed: its positions and hashes (payload omitted)."""
@@ -191,6 +207,11 @@ class StoredStep:
     evidence_ids: tuple[str, ...]
     step_hash: str
     canonical_step: str
+
+
+def stored_step(row: Sequence[Any]) -> StoredStep:
+    """A :class:`StoredStep` from a row selected with :data:`STEP_COLUMNS`."""
+    return StoredStep(row[0], row[1], row[2], row[3], row[4], tuple(row[5] or ()), row[6], row[7])
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ import json
 from typing import Any
 
 from ledger.store.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
+from ledger.store.records import LedgerEntry, StoredStep
 from ledger.verify.problems import MISSING, Problem, parse_canonical, quote, top_level_value
 from ledger.verify.roots import RootChecks
-from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
+from ledger.verify.source import SubmissionGroup
 
 __all__ = ["Problem", "check_submission"]
 
@@ -39,7 +40,7 @@ class _Checker(RootChecks):
         self.problems: list[Problem] = []
         self.payloads: dict[str, Any] = {}
         self.pieces: dict[str, Any] = {}
-        self.step_entries: dict[int, tuple[EntryRow, dict[str, Any]]] = {}
+        self.step_entries: dict[int, tuple[LedgerEntry, dict[str, Any]]] = {}
         self.market_id = group.market_id
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
@@ -90,7 +91,7 @@ class _Checker(RootChecks):
             previous = entry.entry_hash
         self.structure()
 
-    def entry(self, entry: EntryRow, previous: str, where: dict[str, Any]) -> None:
+    def entry(self, entry: LedgerEntry, previous: str, where: dict[str, Any]) -> None:
         recomputed_payload = text_sha256(entry.payload_canonical)
         recomputed_entry = entry_hash(
             self.group.submission_id,
@@ -134,7 +135,7 @@ class _Checker(RootChecks):
             return
         self.parse_payload(entry, where)
 
-    def parse_payload(self, entry: EntryRow, where: dict[str, Any]) -> Any:
+    def parse_payload(self, entry: LedgerEntry, where: dict[str, Any]) -> Any:
         """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON)."""
         try:
             split = entry.kind in ("submission.received", "verdict.issued")
@@ -217,7 +218,7 @@ class _Checker(RootChecks):
             )
         return broken
 
-    def committed_step(self, row: StepRow) -> dict[str, Any] | None:
+    def committed_step(self, row: StoredStep) -> dict[str, Any] | None:
         """The row's trace.step payload: compared as exact text with what the append path writes for
         the row (the common case, no parsing), else parsed and checked; None when there is none."""
         found = self.step_entries.get(row.global_seq)
@@ -238,7 +239,7 @@ class _Checker(RootChecks):
         payload = self.parse_payload(entry, where)
         return payload if isinstance(payload, dict) else {}
 
-    def step(self, row: StepRow, committed: dict[str, Any] | None, header_hash: Any) -> bool:
+    def step(self, row: StoredStep, committed: dict[str, Any] | None, header_hash: Any) -> bool:
         """Check one row; True when something is wrong with it."""
         text_hash = text_sha256(row.canonical_step)
         details: dict[str, Any] = {"recomputed": text_hash, "step_hash_column": row.step_hash}
@@ -292,7 +293,7 @@ class _Checker(RootChecks):
         return True
 
     @staticmethod
-    def step_columns(row: StepRow) -> tuple[str | None, str | None]:
+    def step_columns(row: StoredStep) -> tuple[str | None, str | None]:
         """The ``evidence_ids`` column against the step text (step_id and step_type are compared
         with the trace.step entry, which commits to them)."""
         try:

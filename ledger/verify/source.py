@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from psycopg import Connection
 
+from ledger.store.records import LEDGER_ENTRY_COLUMNS, STEP_COLUMNS, LedgerEntry, StoredStep, stored_step
+
 __all__ = [
-    "EntryRow",
-    "StepRow",
     "SubmissionGroup",
     "count_submissions",
     "iter_groups",
@@ -27,31 +27,6 @@ __all__ = [
 ]
 
 PAGE_SIZE = 1000
-
-
-class EntryRow(NamedTuple):
-    """One stored entry: committed columns and the exact canonical payload text."""
-
-    global_seq: int
-    stream_seq: int
-    kind: str
-    payload_canonical: str
-    payload_hash: str
-    prev_hash: str
-    entry_hash: str
-    engine_version: str
-
-
-class StepRow(NamedTuple):
-    """One stored trace step row."""
-
-    step_index: int
-    global_seq: int
-    step_id: str
-    step_type: str
-    evidence_ids: tuple[str, ...]
-    step_hash: str
-    canonical_step: str
 
 
 @dataclass(frozen=True)
@@ -65,8 +40,8 @@ class SubmissionGroup:
     status: str
     input_hashes_canonical: str
     engine_version: str
-    entries: tuple[EntryRow, ...]
-    steps: tuple[StepRow, ...]
+    entries: tuple[LedgerEntry, ...]
+    steps: tuple[StoredStep, ...]
 
 
 def count_submissions(conn: Connection[Any]) -> int:
@@ -109,21 +84,20 @@ def orphan_steps(
 
 def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
     ids = [head[0] for head in heads]
-    entries: dict[str, list[EntryRow]] = {sid: [] for sid in ids}
+    entries: dict[str, list[LedgerEntry]] = {sid: [] for sid in ids}
     for row in conn.execute(
-        "SELECT submission_id, global_seq, stream_seq, kind, payload_canonical, payload_hash, prev_hash, "
-        "entry_hash, engine_version FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
+        f"SELECT {LEDGER_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
         "ORDER BY submission_id, stream_seq",
         {"ids": ids},
     ):
-        entries[row[0]].append(EntryRow._make(row[1:]))
-    steps: dict[str, list[StepRow]] = {sid: [] for sid in ids}
+        entries[row[1]].append(LedgerEntry(*row))
+    steps: dict[str, list[StoredStep]] = {sid: [] for sid in ids}
     for row in conn.execute(
-        "SELECT submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step "
-        "FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) ORDER BY submission_id, step_index",
+        f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) "
+        "ORDER BY submission_id, step_index",
         {"ids": ids},
     ):
-        steps[row[0]].append(StepRow(row[1], row[2], row[3], row[4], tuple(row[5] or ()), row[6], row[7]))
+        steps[row[0]].append(stored_step(row))
     return [
         SubmissionGroup(
             submission_id=sid,

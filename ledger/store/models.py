@@ -33,6 +33,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from ledger.store.records import ENTRY_KINDS
+
 STORE_SCHEMA = "ledger_store"
 VIEW_SCHEMA = "ledger"
 
@@ -51,10 +53,7 @@ def hex32_check(column: str) -> str:
     return f"octet_length({column}) = 66 AND {column} LIKE '0x%'"
 
 
-KIND_CHECK = (
-    "kind IN ('submission.received', 'trace.step', 'audit.completed', 'reasoning.verified', "
-    "'verdict.issued', 'submission.rejected', 'replay.verified', 'por.verified')"
-)
+KIND_CHECK = "kind IN (" + ", ".join(f"'{kind}'" for kind in ENTRY_KINDS) + ")"
 
 
 class Base(DeclarativeBase):

@@ -22,14 +22,12 @@ import json
 from typing import Any
 
 from ledger.store.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
-from ledger.store.records import LedgerEntry, StoredStep
+from ledger.store.records import FOLLOW_UP_KINDS, LedgerEntry, StoredStep
 from ledger.verify.problems import MISSING, Problem, parse_canonical, quote, top_level_value
 from ledger.verify.roots import RootChecks
 from ledger.verify.source import SubmissionGroup
 
 __all__ = ["Problem", "check_submission"]
-
-FOLLOW_UP_KINDS = ("reasoning.verified", "replay.verified")
 
 
 class _Checker(RootChecks):

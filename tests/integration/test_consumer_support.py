@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from sqlalchemy.engine import make_url
 
 from consumers.publisher import publish_documents
+from ledger.connect import libpq_url
 from ledger.migration import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,9 +104,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
-def libpq(url: str) -> str:
-    """The SQLAlchemy URL as a libpq URI."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+libpq = libpq_url  # the SQLAlchemy URL as a libpq URI
 
 
 def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

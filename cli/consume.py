@@ -13,6 +13,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
+from cli.options import add_database_url
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
 from consumers.metrics import ConsumerMetrics
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--dlq-topic", help="dead-letter topic (default: LEDGER_DLQ_TOPIC)")
     parser.add_argument("--group", help="consumer group id (default: LEDGER_GROUP_ID)")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: LEDGER_KAFKA_BOOTSTRAP)")
-    parser.add_argument("--database-url", help="PostgreSQL URL (default: LEDGER_DATABASE_URL or embedded)")
+    add_database_url(parser, "LEDGER_DATABASE_URL or embedded")
     parser.add_argument("--max-records", type=int, default=500, help="records per batch (default 500)")
     parser.add_argument(
         "--until-idle", type=float, metavar="SECONDS", help="exit after SECONDS with nothing new"

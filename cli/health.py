@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from cli.options import add_database_url, add_format
 from consumers.lag import PartitionLag, broker_source_identity, partition_lag
 from devstack.services import open_store, resolve_broker, settings_with
 from ledger.store.source_log import Incarnation, SourceIdentity
@@ -32,9 +33,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--topic", help="topic (default: LEDGER_TOPIC)")
     parser.add_argument("--group", help="consumer group id (default: LEDGER_GROUP_ID)")
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: LEDGER_KAFKA_BOOTSTRAP)")
-    parser.add_argument("--database-url", help="PostgreSQL URL (default: LEDGER_DATABASE_URL or embedded)")
+    add_database_url(parser, "LEDGER_DATABASE_URL or embedded")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per check (default 10)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_format(parser, json_help="one JSON object")
     parser.set_defaults(handler=run)
 
 
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         ],
         "total_lag": sum(lag.lag for lag in lags),
     }
-    if args.json:
+    if args.format == "json":
         print(json.dumps(report, ensure_ascii=False))
     else:
         for name in ("database", "broker"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cli.options import add_database_url
 from devstack.database import open_database
 from ledger.errors import LedgerError
 from ledger.migration import current_revision, downgrade, head_revision, upgrade
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "ledger_reader if they are missing."
         ),
     )
-    parser.add_argument("--url", default=None, help="database URL (default: LEDGER_DATABASE_URL)")
+    add_database_url(parser)
     parser.add_argument("--revision", default="head", help="target revision to upgrade to (default: head)")
     parser.add_argument("--downgrade", metavar="REVISION", default=None, help="downgrade to REVISION instead")
     parser.set_defaults(handler=run)
@@ -31,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Migrate and report the revision reached."""
     settings = get_settings()
-    if args.url:
-        settings = settings.model_copy(update={"database_url": args.url})
+    if args.database_url:
+        settings = settings.model_copy(update={"database_url": args.database_url})
     try:
         with open_database(settings, migrate=False) as engine:
             before = current_revision(engine)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cli.options import add_database_url, add_format
 from engine.por_pack import PackReport
 from ledger.por_files import PackReadError, verify_pack_path
 
@@ -107,8 +108,8 @@ def register_replay(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     p.add_argument("--submission", default=None, help="only this submission id")
     p.add_argument("--market", default=None, help="only this market")
-    p.add_argument("--json", action="store_true", help="one JSON line per pack, then a summary line")
-    p.add_argument("--database-url", default=None, help="PostgreSQL URL (default: LEDGER_DATABASE_URL)")
+    add_format(p, json_help="one JSON line per pack, then a summary line")
+    add_database_url(p)
     p.set_defaults(handler=run_replay)
 
 
@@ -131,7 +132,7 @@ def run_replay(args: argparse.Namespace) -> int:
         with open_database(settings, migrate=False, create=False) as engine, snapshot(engine) as conn:
             for result in replay_por_packs(conn, submission=args.submission, market=args.market):
                 counts["identical" if result.identical else "diverged"] += 1
-                if args.json:
+                if args.format == "json":
                     print(json.dumps(result.as_dict(), sort_keys=True))
                 elif not result.identical:
                     print(
@@ -143,7 +144,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     print(
         json.dumps(counts, sort_keys=True)
-        if args.json
+        if args.format == "json"
         else f"{counts['identical']} identical, {counts['diverged']} diverged"
     )
     return EXIT_OK if counts["diverged"] == 0 else EXIT_FAILED

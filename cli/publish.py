@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from cli.options import add_format
 from consumers.logs import configure_logging
 from consumers.publisher import EnvelopePublisher, PreparedRecord, prepare_file
 from devstack.services import resolve_broker, settings_with
@@ -49,7 +50,7 @@ def register(subparsers: Any) -> None:
         metavar="NAME=VALUE",
         help="add a Kafka record header to every record (repeatable)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON lines instead of text")
+    add_format(parser, json_help="JSON lines")
     parser.set_defaults(handler=run)
 
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     sent = asyncio.run(send())
     for item in sent:
         summary = item.summary()
-        if args.json:
+        if args.format == "json":
             print(json.dumps(summary, ensure_ascii=False))
         else:
             what = summary["idempotency_key"] or "raw, unvalidated"

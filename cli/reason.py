@@ -27,6 +27,7 @@ import logging
 import signal
 import sys
 
+from cli.options import add_database_url
 from devstack.database import open_database
 from engine.reasoning import ProviderConfigError, ReasoningResult, ReasoningTask, ReasoningVerifier
 from engine.reasoning.env import build_providers_from_env
@@ -106,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--retry-backoff", type=_non_negative, default=60.0, help="base seconds before a retry"
     )
     worker.add_argument("--no-cross-validation", action="store_true", help="skip the secondary provider")
-    worker.add_argument("--url", default=None, help="database URL (default: LEDGER_DATABASE_URL)")
+    add_database_url(worker)
     worker.set_defaults(handler=run_worker)
 
 
@@ -173,8 +174,8 @@ def run_worker(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
-    if args.url:
-        settings = settings.model_copy(update={"database_url": args.url})
+    if args.database_url:
+        settings = settings.model_copy(update={"database_url": args.database_url})
     try:
         config = WorkerConfig(
             concurrency=args.concurrency,

@@ -20,6 +20,7 @@ import psycopg
 import sqlalchemy.exc
 from sqlalchemy import Engine
 
+from cli.options import add_database_url
 from devstack.extra import EmbeddedExtraMissing
 from ledger.errors import LedgerError
 
@@ -69,7 +70,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (default text)"
     )
-    parser.add_argument("--database-url", default=None, help="PostgreSQL URL (default: LEDGER_DATABASE_URL)")
+    add_database_url(parser)
     bar = parser.add_mutually_exclusive_group()
     bar.add_argument("--progress", action="store_true", help="progress bar on stderr even when not a TTY")
     bar.add_argument("--no-progress", action="store_true", help="never draw the progress bar")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cli.options import add_format
 from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
 from devstack.stack import LocalStack, Progress, StackInfo, corpus_hint
 from ledger.settings import get_settings
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
             "is harmless."
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_format(parser, json_help="one JSON object")
     parser.set_defaults(handler=run_up)
     parser = subparsers.add_parser(
         "down",
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
             "file names a process that is gone (`ledger up` or `ledger down` clears it)."
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_format(parser, json_help="one JSON object")
     parser.set_defaults(handler=run_status)
 
 
@@ -95,7 +96,7 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"ledger up: {exc}", file=sys.stderr)
         return 1
     warnings = _override_warnings()
-    if args.json:
+    if args.format == "json":
         report = {
             "state_dir": str(info.state_dir),
             "database_url": info.database_url,
@@ -137,7 +138,7 @@ def run_status(args: argparse.Namespace) -> int:
     stack = LocalStack(get_settings())
     reports = stack.status()
     all_running = all(report.state == "running" for report in reports)
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"state_dir": str(stack.state_dir), "services": [r.as_dict() for r in reports]}))
     else:
         print(f"state dir {stack.state_dir}")

@@ -111,9 +111,9 @@ def own_errors(consumer: ConsumerProcess) -> list[str]:
 
 
 def health(env: dict[str, str]) -> tuple[int, dict[str, object]]:
-    """``ledger health --json``: exit status and report."""
+    """``ledger health --format json``: exit status and report."""
     done = subprocess.run(
-        [sys.executable, "-m", "cli", "health", "--json"],
+        [sys.executable, "-m", "cli", "health", "--format", "json"],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

@@ -48,7 +48,7 @@ def test_n_published_bundles_become_exactly_n_submissions_with_their_steps(
     kinds = dict(query(database_url, "SELECT kind, count(*) FROM ledger.entries GROUP BY kind"))
     assert kinds["submission.received"] == kinds["audit.completed"] == kinds["verdict.issued"] == 60
     assert sum(stored_offsets(database_url, f"{topic_name}-group", topic_name).values()) == 60
-    health = ledger_cli("health", "--json", env=env)
+    health = ledger_cli("health", "--format", "json", env=env)
     report = json.loads(health.stdout)
     assert health.returncode == 0, health.stdout + health.stderr
     assert report["ok"] and report["total_lag"] == 0
@@ -65,7 +65,7 @@ def test_ledger_publish_command_validates_prints_and_sends(
         files.append(str(path))
     env = consumer_env(kafka_bootstrap, database_url, topic_name)
 
-    sent = ledger_cli("publish", "--json", *files, env=env)
+    sent = ledger_cli("publish", "--format", "json", *files, env=env)
 
     assert sent.returncode == 0, sent.stderr
     lines = [json.loads(line) for line in sent.stdout.splitlines()]

@@ -98,7 +98,7 @@ def test_a_log_end_below_the_stored_offset_under_the_same_identity_stops_the_con
         store.resolve_source(group, topic_name, topic_identity)
         for partition in range(4):  # as if the log had held 50 records per partition, then was truncated
             store.append_batch([], [OffsetAdvance(group, topic_name, partition, 0, 50, 1)])
-    health = cli(env, "health", "--json")
+    health = cli(env, "health", "--format", "json")
     assert health.returncode == 1, health.stdout
     assert "below the stored offsets" in json.loads(health.stdout)["source"]["error"]
 

@@ -120,9 +120,9 @@ def test_concurrent_migrations_of_several_databases_share_the_roles(pg_server: P
 def test_ledger_migrate_command_on_an_empty_database(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert ledger_main(["migrate", "--url", database_url]) == 0
+    assert ledger_main(["migrate", "--database-url", database_url]) == 0
     assert f"empty -> {head_revision()}" in capsys.readouterr().out
     with psycopg.connect(libpq_url(database_url)) as conn:
         assert conn.execute("SELECT count(*) FROM ledger.submissions").fetchone() == (0,)
-    assert ledger_main(["migrate", "--url", database_url, "--downgrade", "base"]) == 0
+    assert ledger_main(["migrate", "--database-url", database_url, "--downgrade", "base"]) == 0
     assert current_revision(database_url) is None

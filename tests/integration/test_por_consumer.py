@@ -90,7 +90,7 @@ def test_packs_are_verified_recorded_rejected_and_replayed(
 
     verify = ledger("verify", "--database-url", database_url, env=env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    replay = ledger("replay-por", "--json", "--database-url", database_url, env=env)
+    replay = ledger("replay-por", "--format", "json", "--database-url", database_url, env=env)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     lines = [json.loads(line) for line in replay.stdout.splitlines()]
     assert [line["identical"] for line in lines[:-1]] == [True, True, True]

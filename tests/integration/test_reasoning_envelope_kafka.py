@@ -29,7 +29,7 @@ def run_reason_worker(stubs: Stubs, database_url: str) -> subprocess.CompletedPr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "ANTHROPIC_", "OPENAI_"))}
     env.update(stubs.env())
     return subprocess.run(
-        [sys.executable, "-m", "cli", "reason-worker", "--once", "--url", database_url],
+        [sys.executable, "-m", "cli", "reason-worker", "--once", "--database-url", database_url],
         cwd=ROOT,
         env=env,
         capture_output=True,

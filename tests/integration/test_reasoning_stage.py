@@ -187,7 +187,7 @@ def test_reason_worker_command_runs_one_pass_as_its_own_process(
         env.update(stubs.env())
         command = [sys.executable, "-m", "cli", "reason-worker", "--once", "--concurrency", "2"]
         done = subprocess.run(
-            [*command, "--url", migrated_database_url],
+            [*command, "--database-url", migrated_database_url],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -197,7 +197,7 @@ def test_reason_worker_command_runs_one_pass_as_its_own_process(
         assert done.returncode == 0, done.stdout + done.stderr
         assert "3 found, 3 appended" in done.stdout
         again = subprocess.run(
-            [*command, "--url", migrated_database_url],
+            [*command, "--database-url", migrated_database_url],
             cwd=ROOT,
             env=env,
             capture_output=True,

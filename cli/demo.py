@@ -79,7 +79,7 @@ def _tail(text: str, lines: int = 14) -> list[str]:
 def _tool_lines(name: str, done: subprocess.CompletedProcess[str] | None) -> list[str]:
     if done is None:
         return [f"  ledger {name}: not available in this build (no `ledger {name}` command)"]
-    command = " ".join(["ledger", *map(str, done.args[3:])])  # args: python -m consumers ...
+    command = " ".join(["ledger", *map(str, done.args[3:])])  # args: python -m cli ...
     if done.returncode == 0:
         result = "identical: every step hash, root and verdict reproduced" if name == "replay" else "passed"
     else:

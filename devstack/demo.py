@@ -274,7 +274,7 @@ def run_tool(argv: Sequence[str], database_url: str, state_dir: Path) -> subproc
     """``ledger ARGV`` in a child process pointed at the demo database (and nothing else)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env |= {"LEDGER_DATABASE_URL": database_url, "LEDGER_STATE_DIR": str(state_dir)}
-    command = [sys.executable, "-m", "consumers", *argv]
+    command = [sys.executable, "-m", "cli", *argv]
     try:
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT)
     except subprocess.TimeoutExpired as exc:

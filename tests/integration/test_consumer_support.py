@@ -148,7 +148,7 @@ def assert_ledger_exact(url: str, bundle_ids: set[str]) -> None:
 
 
 class ConsumerProcess:
-    """``python -m consumers consume`` in a subprocess; JSON log lines collected from stderr."""
+    """``python -m cli consume`` in a subprocess; JSON log lines collected from stderr."""
 
     def __init__(self, args: Sequence[str], env: dict[str, str], log_path: Path) -> None:
         """Start it; stderr goes to ``log_path``."""

@@ -97,7 +97,7 @@ def tamper(url: str, sql: str, params: dict[str, Any] | None = None) -> int:
 
 
 def ledger(url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``ledger ARGS`` (``python -m consumers``) against ``url`` in a fresh process."""
+    """``ledger ARGS`` (``python -m cli``) against ``url`` in a fresh process."""
     return subprocess.run(
         [sys.executable, "-m", "cli", *args],
         cwd=ROOT,

@@ -30,8 +30,8 @@ from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import StoredCheckpoint, create_checkpoint
 from ledger.translog.note import verifier_key
-from tests.fixtures.services import PgServer, fresh_database
-from tests.integration.ledger_factories import audited, rejected
+from tests.helpers.ledger_factories import audited, rejected
+from tests.helpers.services import PgServer, fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "samples" / "corpus"

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, text_sha256
-from tests.fixtures.services import PgServer, libpq_conninfo
+from tests.helpers.services import PgServer, libpq_conninfo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

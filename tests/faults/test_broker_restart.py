@@ -27,7 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from consumers.publisher import SentRecord
 from devstack.broker import EmbeddedBroker
 from devstack.postgres import free_loopback_port
-from tests.faults.support import (
+from tests.helpers.faults import (
     GROUP_TIMING,
     ROOT,
     ConsumerProcess,

@@ -32,8 +32,8 @@ from engine.envelope import (
 )
 from engine.limits import MAX_ID_BYTES, find_unstorable_text
 from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
-from tests.faults.support import SAMPLE
-from tests.fixtures.hostile import assert_storable
+from tests.helpers.faults import SAMPLE
+from tests.helpers.hostile import assert_storable
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
 from ledger.store.source_log import SourceIdentity, SourceResolution
-from tests.faults.support import (
+from tests.helpers.faults import (
     GROUP_TIMING,
     ConsumerProcess,
     assert_ledger_matches,
@@ -37,7 +37,7 @@ from tests.faults.support import (
     submission_count,
     wait_until,
 )
-from tests.fixtures.services import PgServer, fresh_database
+from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import redis
 
 from devstack.postgres import free_loopback_port
 from engine.reasoning import ReasoningResult, ReasoningTask, ReasoningVerifier
-from tests.faults.support import RedisServer
+from tests.helpers.faults import RedisServer
 from tests.stubs.providers import ScriptedProvider
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ledger.migration import upgrade
-from tests.faults.support import (
+from tests.helpers.faults import (
     ROOT,
     consumer_env,
     create_topic,

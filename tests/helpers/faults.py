@@ -1,6 +1,6 @@
 """Helpers shared by the fault tests (no tests here).
 
-Builds on the consumer integration helpers (``tests/integration/test_consumer_support.py``) and
+Builds on the consumer integration helpers (``tests/helpers/consumer.py``) and
 the independent chain check (``tests/integration/ledger_factories.py``); adds what the faults
 need: the published coordinates of every bundle, a full ledger audit, keyed raw sends, a topic
 with a chosen partition count, and a Redis-compatible server that can be killed and restarted on
@@ -35,9 +35,7 @@ from consumers.publisher import SentRecord, publish_documents
 from devstack.postgres import LOOPBACK, log_tail, pdeathsig_preexec
 from ledger.connect import libpq_url
 from ledger.translog.tree import root_at, tree_size
-from tests.fixtures.services import redis_server_binary
-from tests.integration.ledger_factories import chain_problems
-from tests.integration.test_consumer_support import (
+from tests.helpers.consumer import (
     GROUP_TIMING,
     ConsumerProcess,
     consumer_env,
@@ -49,6 +47,8 @@ from tests.integration.test_consumer_support import (
     submission_count,
     wait_until,
 )
+from tests.helpers.ledger_factories import chain_problems
+from tests.helpers.services import redis_server_binary
 
 __all__ = [
     "GROUP_TIMING",

@@ -20,8 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from ledger_factories import audited
-from test_consumer_support import make_inputs, publish_raw, query, read_topic, stored_offsets
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
@@ -30,6 +28,8 @@ from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
+from tests.helpers.consumer import make_inputs, publish_raw, query, read_topic, stored_offsets
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import (
+
+from tests.helpers.consumer import (
     ROOT,
     assert_ledger_exact,
     consumer_env,

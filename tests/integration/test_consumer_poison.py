@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import (
+
+from engine.envelope import wrap_inputs
+from tests.helpers.consumer import (
     assert_ledger_exact,
     consumer_env,
     make_inputs,
@@ -19,8 +21,6 @@ from test_consumer_support import (
     run_consumer,
     stored_offsets,
 )
-
-from engine.envelope import wrap_inputs
 
 pytestmark = pytest.mark.integration
 

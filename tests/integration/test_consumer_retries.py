@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import assert_ledger_exact, make_inputs, publish, stored_offsets
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
@@ -19,6 +18,7 @@ from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
 from ledger.store.source_log import SourceIdentity, SourceResolution
+from tests.helpers.consumer import assert_ledger_exact, make_inputs, publish, stored_offsets
 
 pytestmark = pytest.mark.integration
 

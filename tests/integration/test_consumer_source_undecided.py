@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-from test_consumer_support import ROOT, consumer_env, publish_raw
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.lag import broker_source_identity
@@ -20,6 +19,7 @@ from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import OffsetAdvance
 from ledger.store.source_log import SourceIdentity
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw
 
 pytestmark = pytest.mark.integration
 

@@ -39,7 +39,7 @@ from devstack.postgres import (
     pid_alive,
     wait_pid_gone,
 )
-from tests.fixtures.services import (
+from tests.helpers.services import (
     PgServer,
     ServiceStack,
     broker_kinds,
@@ -371,7 +371,7 @@ def test_service_stack_close_stops_every_embedded_server() -> None:
 
 _STACK = """
 import time
-from tests.fixtures.services import ServiceStack
+from tests.helpers.services import ServiceStack
 stack = ServiceStack()
 stack.postgres("embedded"), stack.kafka("embedded"), stack.redis("embedded")
 print(*stack.embedded_pids, flush=True)

@@ -7,7 +7,6 @@ import itertools
 import json
 
 import pytest
-from ledger_factories import audited, chain_problems, fetch_all, rejected, row_counts
 
 from ledger.errors import (
     IdempotencyConflictError,
@@ -20,6 +19,7 @@ from ledger.store.hashing import GENESIS_PREV_HASH
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.payloads import rejection_payload
 from ledger.store.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
+from tests.helpers.ledger_factories import audited, chain_problems, fetch_all, rejected, row_counts
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from ledger_factories import audited, chain_problems
 from psycopg import sql
 
 from ledger.connect import libpq_url
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import OffsetAdvance
+from tests.helpers.ledger_factories import audited, chain_problems
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ledger_factories import audited
 
 from devstack.database import embedded_data_dir, open_database
 from devstack.postgres import (
@@ -20,6 +19,7 @@ from devstack.postgres import (
 from ledger.migration import current_revision, head_revision
 from ledger.settings import LedgerSettings
 from ledger.store.ledger_store import LedgerStore
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

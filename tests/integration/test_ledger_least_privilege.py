@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from ledger_factories import audited, chain_problems, fetch_all
 from psycopg import sql
 
 from cli.main import main as ledger_main
@@ -28,6 +27,7 @@ from ledger.store.records import OffsetAdvance
 from ledger.translog.tree import tree_size
 from ledger.verify.problems import Problem
 from ledger.verify.runner import run_verify
+from tests.helpers.ledger_factories import audited, chain_problems, fetch_all
 
 pytestmark = pytest.mark.integration
 
@@ -295,7 +295,7 @@ def test_migration_0005_goes_down_and_up_on_a_ledger_holding_data(migrated_datab
 def test_ledger_consume_runs_with_a_writer_login_and_its_offset_moves_are_backed(
     kafka_bootstrap: str, database_url: str, login: Login, topic_name: str, tmp_path: Path
 ) -> None:
-    from test_consumer_support import assert_ledger_exact, consumer_env, make_inputs, publish, run_consumer
+    from tests.helpers.consumer import assert_ledger_exact, consumer_env, make_inputs, publish, run_consumer
 
     documents = [make_inputs(index) for index in range(12)]
     publish(kafka_bootstrap, topic_name, documents)

@@ -11,7 +11,6 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from ledger_factories import audited, fetch_all
 
 from cli.main import main as ledger_main
 from ledger.connect import create_ledger_engine, libpq_url
@@ -25,7 +24,8 @@ from ledger.migration import (
     upgrade,
 )
 from ledger.store.ledger_store import LedgerStore
-from tests.fixtures.services import PgServer, fresh_database
+from tests.helpers.ledger_factories import audited, fetch_all
+from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration
 

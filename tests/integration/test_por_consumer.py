@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
 
 pytestmark = pytest.mark.integration
 

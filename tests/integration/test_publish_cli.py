@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import ROOT, make_inputs, read_topic
+
+from tests.helpers.consumer import ROOT, make_inputs, read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import consumer_env, make_inputs, publish, run_consumer
-from test_reasoning_stage_support import FORMULAS, ROOT, Stubs, by_submission
 
 from engine.envelope import wrap_inputs
 from engine.reasoning import ReasoningResult
 from ledger.reasoning.stage import replay_reasoning_entry
 from ledger.store.ledger_store import LedgerStore
+from tests.helpers.consumer import consumer_env, make_inputs, publish, run_consumer
+from tests.helpers.reasoning import FORMULAS, ROOT, Stubs, by_submission
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from test_reasoning_stage_support import (
+
+from engine.reasoning import ReasoningResult
+from ledger.reasoning.stage import replay_reasoning_entry
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.reasoning import (
     ABOVE_ON_DATE,
     AT_OR_ABOVE,
     BOOLEAN,
@@ -29,10 +33,6 @@ from test_reasoning_stage_support import (
     reasoning_entries,
     submit,
 )
-
-from engine.reasoning import ReasoningResult
-from ledger.reasoning.stage import replay_reasoning_entry
-from ledger.store.ledger_store import LedgerStore
 from tests.stubs.llm_servers import StubResponse
 
 pytestmark = pytest.mark.integration

@@ -7,14 +7,6 @@ import asyncio
 import json
 
 import pytest
-from test_reasoning_stage_support import (
-    AT_OR_ABOVE,
-    Stubs,
-    by_submission,
-    check_chains,
-    make_worker,
-    submit,
-)
 
 from engine.reasoning import ReasoningVerifier, build_providers_from_env
 from engine.version import ENGINE_VERSION
@@ -24,6 +16,14 @@ from ledger.reasoning.work_queue import append_to_stream
 from ledger.reasoning.worker import PassStats, ReasoningWorker
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft
+from tests.helpers.reasoning import (
+    AT_OR_ABOVE,
+    Stubs,
+    by_submission,
+    check_chains,
+    make_worker,
+    submit,
+)
 from tests.stubs.llm_servers import StubResponse
 
 pytestmark = pytest.mark.integration

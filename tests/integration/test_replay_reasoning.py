@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from test_replay_support import build_ledger, ledger_json, query, tamper
 
 from engine.reasoning import ReasoningVerifier, build_providers_from_env
 from engine.version import ENGINE_VERSION
@@ -17,6 +16,7 @@ from ledger.replay.runner import run_replay
 from ledger.replay.source import Selection
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft
+from tests.helpers.replay import build_ledger, ledger_json, query, tamper
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, is_formula_request
 from tests.stubs.providers import ScriptedProvider
 

@@ -21,7 +21,7 @@ from ledger.translog.checkpoints import CheckpointError, create_checkpoint
 from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.tree import catch_up_tree
 from ledger.translog.verify import verify_checkpoints
-from tests.integration.ledger_factories import audited
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from ledger.translog.tree import (
     root_at,
     tree_size,
 )
-from tests.integration.ledger_factories import audited
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from engine.limits import (
 )
 from ledger.store.drafts import audit_envelope
 from ledger.store.records import OperationalInfo, SubmissionDraft
-from tests.fixtures.hostile import HOSTILE, assert_storable, document, item, market
+from tests.helpers.hostile import HOSTILE, assert_storable, document, item, market
 
 MAX_BYTES = 2_000_000
 

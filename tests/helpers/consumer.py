@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from consumers.publisher import publish_documents
 from ledger.connect import libpq_url
 from ledger.migration import upgrade
+from tests.helpers.ledger_factories import fetch_all as query
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = json.loads((ROOT / "tests" / "data" / "cournot_minimal.json").read_text())
@@ -105,12 +106,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
 
 
 libpq = libpq_url  # the SQLAlchemy URL as a libpq URI
-
-
-def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    """Rows of one read-only query."""
-    with psycopg.connect(libpq(url)) as conn:
-        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
 
 
 def submission_count(url: str, status: str = "audited") -> int:

@@ -24,6 +24,7 @@ from ledger.connect import libpq_url
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import SubmissionDraft
+from tests.helpers.ledger_factories import fetch_all as query  # noqa: F401  (the one query helper, re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "samples" / "corpus"
@@ -79,12 +80,6 @@ def build_ledger(url: str, copies: int = 1, *, limit: int | None = None) -> list
         Stored(result.submission_id, str(draft.market_id), len(draft.steps), draft.idempotency_key)
         for draft, result in zip(drafts, results, strict=True)
     ]
-
-
-def query(url: str, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-    """Rows of one query."""
-    with psycopg.connect(libpq_url(url)) as conn:
-        return conn.execute(sql, params or {}).fetchall()
 
 
 def tamper(url: str, sql: str, params: dict[str, Any] | None = None) -> int:

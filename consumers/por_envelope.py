@@ -30,9 +30,18 @@ from consumers.envelope import EnvelopeError, Reason, from_strict_json_error, js
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.por_pack import PackParts, verify_parts
+from engine.por_pack.parts import MANIFEST_PATH
 from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
-from engine.schemas import StrictModel
+from engine.schemas import PoRBundle, StrictModel
 from engine.version import ENGINE_VERSION
+from ledger.limits import (
+    MAX_ID_BYTES,
+    MAX_INTEGER_DIGITS,
+    StoreProblem,
+    find_unstorable_text,
+    id_too_long,
+    may_hold_unstorable_text,
+)
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [
@@ -118,6 +127,56 @@ def _parse_refusal(parts: PackParts, stored: dict[str, Any]) -> EnvelopeError | 
     return None
 
 
+_STORE_REASONS = {"unstorable_text": Reason.UNSTORABLE_TEXT, "value_too_long": Reason.VALUE_TOO_LONG}
+
+
+def _refuse_store_problem(problem: StoreProblem | None, prefix: str) -> None:
+    """Raise the refusal for a value the store cannot hold; ``prefix`` replaces the path's ``$``."""
+    if problem is None:
+        return
+    # an unknown code still refuses the record (anything else here would be a poison pill)
+    reason = _STORE_REASONS.get(problem.code, Reason.SCHEMA_VIOLATION)
+    raise EnvelopeError(reason, problem.message, prefix + problem.path[1:])
+
+
+def _file_path(name: str) -> str:
+    return f"$.files[{json.dumps(name)}]"
+
+
+def _check_parsed_files(parts: PackParts) -> None:
+    """Hold every file the verifier parses to the store's limits, as the envelope itself is held.
+
+    Their values reach the report (and its ``market_id`` column), so a 400-digit integer, ``1e400``,
+    U+0000 or a lone surrogate in a file is refused with its specific reason code and path.
+    """
+    for name in sorted({MANIFEST_PATH, *parts.paths.values()}):
+        data = parts.files.get(name)
+        if data is None:
+            continue
+        prefix = _file_path(name)
+        try:
+            value = loads_strict(data, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True)
+        except StrictJSONError as exc:
+            refused = from_strict_json_error(exc)
+            raise EnvelopeError(refused.reason, f"{name}: {refused.message}", prefix + exc.path[1:]) from exc
+        if may_hold_unstorable_text(data):
+            _refuse_store_problem(find_unstorable_text(value), prefix)
+
+
+def _check_stored_ids(parts: PackParts, stored: dict[str, Any]) -> None:
+    """Refuse a market or bundle id longer than its indexed column holds (``value_too_long``)."""
+    files_form = stored["form"] == "files"
+    por = parts.model("por_bundle", PoRBundle)
+    if por is not None:
+        where = _file_path(parts.paths["por_bundle"]) if files_form else "$.pack.por_bundle"
+        _refuse_store_problem(id_too_long(por.market_id, "$.market_id"), where)
+    evidence = parts.raw.get("evidence_bundle")
+    bundle_id = evidence.get("bundle_id") if isinstance(evidence, dict) else None
+    if isinstance(bundle_id, str):
+        where = _file_path(parts.paths["evidence_bundle"]) if files_form else "$.pack.evidence_bundle"
+        _refuse_store_problem(id_too_long(bundle_id, "$.bundle_id", MAX_ID_BYTES), where)
+
+
 def decode_por_envelope(
     raw: bytes | None, *, max_bytes: int = 1_048_576, max_depth: int = DEFAULT_MAX_DEPTH
 ) -> DecodedPoREnvelope | None:
@@ -131,13 +190,17 @@ def decode_por_envelope(
     if len(raw) > max_bytes:
         raise EnvelopeError(Reason.OVERSIZE, f"record value is {len(raw)} bytes, the limit is {max_bytes}")
     try:
-        document = loads_strict(raw, max_depth=max_depth)
+        document = loads_strict(
+            raw, max_depth=max_depth, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True
+        )
     except StrictJSONError as exc:
         raise from_strict_json_error(exc) from exc
     if not isinstance(document, dict):
         raise EnvelopeError(Reason.NOT_AN_OBJECT, "envelope must be a JSON object")
     if document.get("schema_id") != POR_ENVELOPE_SCHEMA_ID:
         return None
+    if may_hold_unstorable_text(raw):
+        _refuse_store_problem(find_unstorable_text(document), "$")
     version = document.get("schema_version")
     if isinstance(version, bool) or version != POR_ENVELOPE_SCHEMA_VERSION:
         raise EnvelopeError(
@@ -157,9 +220,11 @@ def decode_por_envelope(
         raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
     key = f"event:{envelope.event_id}" if envelope.event_id is not None else f"por:{pack_hash}"
     parts = _parts(stored, key)
+    _check_parsed_files(parts)
     refusal = _parse_refusal(parts, stored)
     if refusal is not None:
         raise refusal
+    _check_stored_ids(parts, stored)
     return DecodedPoREnvelope(envelope, parts, pack_hash, key)
 
 

@@ -266,8 +266,11 @@ def por_envelope_json_schema() -> dict[str, Any]:
         "description": (
             "Value of a record carrying a Cournot PoR pack (key: the market id). Exactly one of pack "
             "and files. Consumers also refuse values over the size limit, invalid UTF-8, NaN/Infinity, "
-            "duplicate object keys, nesting deeper than 64, files that are not base64, and packs whose "
-            "required parts are missing or do not validate."
+            "numbers a 64-bit float cannot hold (1e400, 1e-400), integers over 308 digits, duplicate "
+            "object keys, nesting deeper than 64, U+0000 or lone surrogates in any string or key, files "
+            "that are not base64, the same in every pack file the verifier parses, por_bundle.market_id "
+            "and evidence_bundle.bundle_id over 512 bytes of UTF-8, and packs whose required parts are "
+            "missing or do not validate."
         ),
     }
     return header | schema

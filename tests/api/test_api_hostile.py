@@ -140,3 +140,14 @@ def test_paths_that_look_like_the_open_health_path_still_need_the_token(served: 
             response = client.get(path)
             assert response.status_code in (401, 404), (path, response.status_code)
             assert "submissions" not in response.text or response.status_code == 401
+
+
+def test_made_up_methods_do_not_grow_the_metric_labels(served: ServedLedger) -> None:
+    for index in range(3):
+        method = f"ATTACK{index}X"
+        request = f"{method} /v1/submissions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        raw_request(served, request.encode())
+    with served.client() as client:
+        metrics = client.get("/metrics").text
+    assert "ATTACK" not in metrics
+    assert 'method="other"' in metrics

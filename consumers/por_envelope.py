@@ -30,7 +30,8 @@ from consumers.envelope import EnvelopeError, Reason, from_strict_json_error, js
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.por_pack import PackParts, verify_parts
-from engine.por_pack.parts import MANIFEST_PATH
+from engine.por_pack.models import PackManifest
+from engine.por_pack.parts import MANIFEST_PATH, PART_MODELS
 from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
 from engine.schemas import PoRBundle, StrictModel
 from engine.version import ENGINE_VERSION
@@ -114,16 +115,38 @@ def _parts(stored: dict[str, Any], source: str) -> PackParts:
         raise EnvelopeError(Reason.SCHEMA_VIOLATION, exc.message, exc.path) from exc
 
 
+def _first_error(parts: PackParts, key: str) -> tuple[str, bool] | None:
+    """The JSON path inside part ``key`` of its first validation error, and whether it is a naive timestamp."""
+    if key == "manifest":
+        data = parts.files.get(MANIFEST_PATH)
+        value, model = (loads_strict(data) if data is not None else None), PackManifest
+    elif key in PART_MODELS:
+        value, model = parts.raw.get(key), PART_MODELS[key]
+    else:
+        return None
+    try:
+        model.model_validate(value)
+    except (ValidationError, StrictJSONError) as exc:
+        if not isinstance(exc, ValidationError):
+            return None
+        first = exc.errors(include_url=False, include_input=False)[0]
+        naive = first["type"] == "value_error" and "has no time zone" in first["msg"]
+        return json_path(tuple(first["loc"]))[1:], naive
+    return None
+
+
 def _parse_refusal(parts: PackParts, stored: dict[str, Any]) -> EnvelopeError | None:
     for check in parts.checks:
         if check.check_id.startswith("parse.") or check.check_id == "manifest.present":
             where = check.file or "$"
             prefix = "$.pack" if stored["form"] == "document" else "$.files"
             path = prefix + where[1:] if where.startswith("$") else f"{prefix}[{json.dumps(where)}]"
-            errors = check.details.get("errors") or []
-            if errors and errors[0].get("loc"):
-                path += "." + str(errors[0]["loc"])
-            return EnvelopeError(Reason.SCHEMA_VIOLATION, check.message, path)
+            reason = Reason.SCHEMA_VIOLATION
+            found = _first_error(parts, check.check_id.removeprefix("parse."))
+            if found is not None:
+                path += found[0]
+                reason = Reason.NAIVE_TIMESTAMP if found[1] else reason
+            return EnvelopeError(reason, check.message, path)
     return None
 
 

@@ -164,3 +164,30 @@ def test_the_rejection_of_every_hostile_pack_is_storable(raw: bytes, reason: Rea
 def test_the_genuine_packs_still_decode() -> None:
     assert decode_por_envelope(pack_envelope(DOCUMENT).encode()) is not None
     assert decode_por_envelope(files_envelope()) is not None
+
+
+def naive_fetch(pack: dict[str, Any]) -> None:
+    pack["evidence_bundle"]["items"][1]["provenance"]["fetched_at"] = "2026-02-01T00:00:04"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason", "path"),
+    [
+        (
+            changed(lambda pack: pack["reasoning_trace"]["steps"][0].pop("step_type")),
+            Reason.SCHEMA_VIOLATION,
+            "$.pack.reasoning_trace.steps[0].step_type",
+        ),
+        (
+            changed(naive_fetch),
+            Reason.NAIVE_TIMESTAMP,
+            "$.pack.evidence_bundle.items[1].provenance.fetched_at",
+        ),
+    ],
+)
+def test_part_refusals_give_a_json_path_and_the_evidence_envelope_reason(
+    raw: bytes, reason: Reason, path: str
+) -> None:
+    with pytest.raises(EnvelopeError) as refused:
+        decode_por_envelope(raw)
+    assert (refused.value.reason, refused.value.path) == (reason, path)

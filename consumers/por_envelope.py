@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from consumers.envelope import EnvelopeError, Reason, from_strict_json_error, json_path
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
@@ -117,6 +117,8 @@ def _parts(stored: dict[str, Any], source: str) -> PackParts:
 
 def _first_error(parts: PackParts, key: str) -> tuple[str, bool] | None:
     """The JSON path inside part ``key`` of its first validation error, and whether it is a naive timestamp."""
+    value: Any
+    model: type[BaseModel]
     if key == "manifest":
         data = parts.files.get(MANIFEST_PATH)
         value, model = (loads_strict(data) if data is not None else None), PackManifest

@@ -151,3 +151,12 @@ def test_made_up_methods_do_not_grow_the_metric_labels(served: ServedLedger) -> 
         metrics = client.get("/metrics").text
     assert "ATTACK" not in metrics
     assert 'method="other"' in metrics
+
+
+def test_every_stored_status_can_be_filtered_on(served: ServedLedger) -> None:
+    from ledger.records import SUBMISSION_STATUSES
+
+    with served.client() as client:
+        for status in SUBMISSION_STATUSES:
+            response = client.get("/v1/submissions", params={"status": status})
+            assert response.status_code == 200, (status, response.text[:200])

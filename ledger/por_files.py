@@ -85,8 +85,13 @@ def _read_dir(path: Path) -> dict[str, bytes]:
 def _read_zip(path: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
+    if path.stat().st_size > MAX_PACK_BYTES:  # its central directory alone could exhaust memory
+        raise PackReadError(f"{path}: zip of more than {MAX_PACK_BYTES} bytes")
     with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
+        members = archive.infolist()
+        if len(members) > 2 * MAX_PACK_FILES:  # directories included; files are counted again below
+            raise PackReadError(f"{path}: more than {2 * MAX_PACK_FILES} zip members")
+        for info in members:
             if info.is_dir():
                 continue
             name = PurePosixPath(info.filename)

@@ -111,3 +111,25 @@ def test_control_characters_and_lone_surrogates_are_escaped_in_text_output(
     code, out = run(capsys, str(strange))
     assert code == 1 and "bad\\udcffname.json" in out
     out.encode("utf-8")  # printable: no lone surrogate left
+
+
+def test_a_zip_larger_than_the_pack_limit_is_refused_before_its_directory_is_read(tmp_path: Path) -> None:
+    archive = tmp_path / "pack.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("manifest.json", "{}")
+    small = archive.read_bytes()
+    with archive.open("wb") as handle:  # a sparse hole before the zip: still a valid zip
+        handle.seek(MAX_PACK_BYTES + 1)
+        handle.write(small)
+    assert zipfile.is_zipfile(archive)
+    with pytest.raises(PackReadError, match="zip of more than"):
+        read_pack_files(archive)
+
+
+def test_a_zip_with_too_many_members_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "pack.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for index in range(600):
+            zipped.writestr(f"d{index}/", "")
+    with pytest.raises(PackReadError, match="zip members"):
+        read_pack_files(archive)

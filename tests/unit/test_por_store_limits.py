@@ -191,3 +191,21 @@ def test_part_refusals_give_a_json_path_and_the_evidence_envelope_reason(
     with pytest.raises(EnvelopeError) as refused:
         decode_por_envelope(raw)
     assert (refused.value.reason, refused.value.path) == (reason, path)
+
+
+def test_an_unexpected_decoder_error_is_a_rejection_not_a_stopped_consumer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import consumers.por_processing
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RecursionError("a decoder bug")
+
+    monkeypatch.setattr(consumers.por_processing, "decode_por_envelope", broken)
+    raw = pack_envelope(DOCUMENT).encode()
+    context = RecordContext("t", 0, 7, b"k", raw, None, (), "g", "h", datetime(2026, 1, 1, tzinfo=UTC))
+    outcome = process_record(
+        context, lambda *_: pytest.fail("not an evidence envelope"), dlq_topic="dlq", max_bytes=1 << 20
+    )
+    assert isinstance(outcome, Rejection) and outcome.error.reason == Reason.AUDIT_FAILED
+    assert "RecursionError" in outcome.error.message

@@ -72,3 +72,38 @@ def test_hostile_packs_are_dead_lettered_with_their_reason_and_the_consumer_move
     dead = read_topic(kafka_bootstrap, f"{topic_name}.dlq", len(hostile))
     reasons = [dict(record.headers)["ledger.dlq.reason"].decode() for record in dead]
     assert reasons == [reason for _, reason in hostile]
+
+
+def test_replay_por_names_a_pack_the_verifier_fails_on_as_a_divergence(database_url: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from consumers.por_envelope import decode_por_envelope, por_draft
+    from ledger.migration import upgrade
+    from ledger.store import LedgerStore
+
+    upgrade(database_url)
+    decoded = decode_por_envelope(document_envelope(DOCUMENT).encode())
+    assert decoded is not None
+    draft = por_draft(decoded, None)
+    payload = json.loads(json.dumps(draft.entries[0].payload))
+    # a pack stored before the number limits: 400 digits where the verifier needs a float
+    item = payload["stored_pack"]["pack"]["evidence_bundle"]["items"][0]
+    item["extracted_fields"]["price_usd"] = 10**400 - 1
+    hostile = replace(draft, entries=[replace(draft.entries[0], payload=payload)])
+    LedgerStore(database_url).append(hostile)
+
+    replay = subprocess.run(
+        [sys.executable, "-m", "consumers", "replay-por", "--json", "--database-url", database_url],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in replay.stderr, replay.stderr[-2000:]
+    assert replay.returncode == 1
+    first = json.loads(replay.stdout.splitlines()[0])
+    assert first["identical"] is False and "OverflowError" in first["error"]

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, Engine
 
 from api import audit, proofs, submissions, tiles
-from api.access import BearerTokenMiddleware
+from api.access import BearerTokenMiddleware, QueryEncodingMiddleware
 from api.db import DatabaseUnavailable, db_connection
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.models import Health
@@ -121,6 +121,7 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    app.add_middleware(QueryEncodingMiddleware)
     if token is not None:
         app.add_middleware(BearerTokenMiddleware, token=token)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -29,13 +29,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.envelope import EnvelopeError, Reason, from_strict_json_error, json_path
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
-from engine.por_pack import PackParts, verify_parts
-from engine.por_pack.models import PackManifest
-from engine.por_pack.parts import MANIFEST_PATH, PART_MODELS
-from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
-from engine.schemas import PoRBundle, StrictModel
-from engine.version import ENGINE_VERSION
-from ledger.limits import (
+from engine.limits import (
     MAX_ID_BYTES,
     MAX_INTEGER_DIGITS,
     StoreProblem,
@@ -43,6 +37,12 @@ from ledger.limits import (
     id_too_long,
     may_hold_unstorable_text,
 )
+from engine.por_pack import PackParts, verify_parts
+from engine.por_pack.models import PackManifest
+from engine.por_pack.parts import MANIFEST_PATH, PART_MODELS
+from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
+from engine.schemas import PoRBundle, StrictModel
+from engine.version import ENGINE_VERSION
 from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [

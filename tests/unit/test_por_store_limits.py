@@ -1,4 +1,4 @@
-"""PoR envelopes are held to the store limits exactly like evidence envelopes (ledger/limits.py).
+"""PoR envelopes are held to the store limits exactly like evidence envelopes (engine/limits.py).
 
 Every hostile value is refused at decode with its specific reason code and JSON path, whether it
 sits in the single-document pack or inside a base64 file, and the rejection is always storable.
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from consumers.envelope import EnvelopeError, Reason
 from consumers.por_envelope import decode_por_envelope
 from consumers.processing import RecordContext, Rejection, process_record
-from ledger.limits import find_unstorable_text
+from engine.envelope import EnvelopeError, Reason
+from engine.limits import find_unstorable_text
 from ledger.por_files import read_pack_files
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,17 +7,25 @@ directory is refused as unreadable instead of exhausting memory.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from engine.jsonio import StrictJSONError, loads_strict
 from engine.por_pack import PackReport, verify_pack_document, verify_pack_files
 from engine.por_pack.parts import MAX_INTEGER_DIGITS
 
-__all__ = ["MAX_PACK_BYTES", "MAX_PACK_FILES", "PackReadError", "read_pack_files", "verify_pack_path"]
+__all__ = [
+    "MAX_PACK_BYTES",
+    "MAX_PACK_FILES",
+    "PackReadError",
+    "read_pack_files",
+    "read_zip_bytes",
+    "verify_pack_path",
+]
 
 MAX_PACK_BYTES = 64 * 1024 * 1024
 MAX_PACK_FILES = 256
@@ -83,14 +91,28 @@ def _read_dir(path: Path) -> dict[str, bytes]:
 
 
 def _read_zip(path: Path) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    total = 0
     if path.stat().st_size > MAX_PACK_BYTES:  # its central directory alone could exhaust memory
         raise PackReadError(f"{path}: zip of more than {MAX_PACK_BYTES} bytes")
-    with zipfile.ZipFile(path) as archive:
+    return _read_zip_archive(path, str(path))
+
+
+def read_zip_bytes(data: bytes, *, label: str = "<zip>") -> dict[str, bytes]:
+    """``{path inside the pack: bytes}`` of a pack zip held in memory, with the same limits as a file."""
+    if len(data) > MAX_PACK_BYTES:
+        raise PackReadError(f"{label}: zip of more than {MAX_PACK_BYTES} bytes")
+    try:
+        return _read_zip_archive(io.BytesIO(data), label)
+    except (zipfile.BadZipFile, RuntimeError, ValueError, OSError) as exc:
+        raise PackReadError(f"{label}: {exc}") from exc
+
+
+def _read_zip_archive(source: Path | IO[bytes], label: str) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    total = 0
+    with zipfile.ZipFile(source) as archive:
         members = archive.infolist()
         if len(members) > 2 * MAX_PACK_FILES:  # directories included; files are counted again below
-            raise PackReadError(f"{path}: more than {2 * MAX_PACK_FILES} zip members")
+            raise PackReadError(f"{label}: more than {2 * MAX_PACK_FILES} zip members")
         for info in members:
             if info.is_dir():
                 continue

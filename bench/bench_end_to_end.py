@@ -58,6 +58,7 @@ from ledger.migration import upgrade  # noqa: E402
 
 HEADER = "bench.produced_at_ns"
 GROUP_TIMING = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
+CONSUMER_ARGS: list[str] = []  # extra ``ledger consume`` options (--consumer-arg)
 
 
 # --- services -----------------------------------------------------------------------------
@@ -203,7 +204,7 @@ def start_consumers(
         log = (log_dir / f"consumer{index}.log").open("wb")
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "consumers", "consume", *GROUP_TIMING, *args],
+                [sys.executable, "-m", "consumers", "consume", *GROUP_TIMING, *CONSUMER_ARGS, *args],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=subprocess.DEVNULL,
@@ -366,13 +367,19 @@ def main() -> None:
     parser.add_argument(
         "--phases", default="1,2,latency", help="comma-separated subset of 1,2,latency (default: all)"
     )
+    parser.add_argument(
+        "--consumer-arg", action="append", default=[], help="extra ledger consume option (repeatable)"
+    )
     args = parser.parse_args()
+    CONSUMER_ARGS.extend(args.consumer_arg)
     phases = set(args.phases.split(","))
     templates, source = corpus()
     with services() as (bootstrap, admin_url, where), tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = Path(tmp)
         print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}")
-        print(f"{where}; bundles: {source}; topic: 4 partitions; consumer --max-records 500")
+        print(
+            f"{where}; bundles: {source}; topic: 4 partitions; consumer {' '.join(CONSUMER_ARGS) or 'defaults'}"
+        )
         if "1" in phases:
             one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a"), 1, work)
             print(f"1 consumer : {one:8.0f} bundles/s  ({args.bundles} bundles, backlog)")

@@ -4,6 +4,8 @@
 * :class:`BearerTokenMiddleware` (pure ASGI) answers 401 problem+json to any request without
   ``Authorization: Bearer <token>`` when a token is configured; only ``/healthz`` is open, so
   liveness probes need no secret. Tokens are compared in constant time.
+* :class:`QueryEncodingMiddleware` answers 422 to a query string whose percent-escapes are not
+  UTF-8 (Starlette would silently turn them into U+FFFD and answer a different question).
 * :func:`read_limited_body` reads a request body and stops at the limit (413), whatever
   ``Content-Length`` claims.
 """
@@ -13,12 +15,13 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Request
 
 from api.problems import ApiProblem, problem_response
 
-__all__ = ["OPEN_PATHS", "BearerTokenMiddleware", "read_limited_body"]
+__all__ = ["OPEN_PATHS", "BearerTokenMiddleware", "QueryEncodingMiddleware", "read_limited_body"]
 
 OPEN_PATHS = frozenset({"/healthz"})
 
@@ -55,6 +58,28 @@ class BearerTokenMiddleware:
             headers={"WWW-Authenticate": 'Bearer realm="ledger"'},
         )
         await response(scope, receive, send)
+
+
+def _query_is_utf8(query: bytes) -> bool:
+    try:
+        unquote_to_bytes(query.replace(b"+", b" ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class QueryEncodingMiddleware:
+    """Refuse (422 ``invalid_request``) a query string that is not UTF-8 once percent-decoded."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _query_is_utf8(scope.get("query_string", b"")):
+            detail = "the query string is not UTF-8 once percent-decoded"
+            await problem_response(422, "invalid_request", detail)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:

@@ -11,8 +11,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, Engine
 
-from api import audit, proofs, submissions, tiles
-from api.access import BearerTokenMiddleware
+from api import audit, por, proofs, submissions, tiles
+from api.access import BearerTokenMiddleware, QueryEncodingMiddleware
 from api.db import DatabaseUnavailable, db_connection
 from api.metrics import ApiMetrics, MetricsMiddleware
 from api.models import Health
@@ -82,7 +82,7 @@ def create_app(
     app.add_exception_handler(DatabaseUnavailable, _unavailable)
     app.add_exception_handler(sqlalchemy.exc.OperationalError, _unavailable)
     app.add_exception_handler(sqlalchemy.exc.TimeoutError, _unavailable)
-    for module in (submissions, proofs, audit, tiles):
+    for module in (submissions, proofs, audit, por, tiles):
         app.include_router(module.router)
 
     @app.get("/healthz", response_model=Health, responses=problem_responses(503), tags=["operations"])
@@ -121,6 +121,7 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    app.add_middleware(QueryEncodingMiddleware)
     if token is not None:
         app.add_middleware(BearerTokenMiddleware, token=token)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

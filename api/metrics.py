@@ -10,7 +10,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from api.access import ASGIApp, Receive, Scope, Send
 
-__all__ = ["ApiMetrics", "MetricsMiddleware"]
+__all__ = ["KNOWN_METHODS", "ApiMetrics", "MetricsMiddleware"]
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+"""Method label values; any other method token is counted as ``other``."""
 
 
 class ApiMetrics:
@@ -61,5 +64,7 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(template, scope.get("method", ""), str(status["code"])).inc()
+            method = scope.get("method", "")
+            method = method if method in KNOWN_METHODS else "other"  # clients choose it: bound the labels
+            self.metrics.requests.labels(template, method, str(status["code"])).inc()
             self.metrics.latency.labels(template).observe(time.perf_counter() - start)

@@ -26,7 +26,7 @@ class Submission(BaseModel):
     idempotency_key: str
     market_id: str | None
     bundle_id: str | None
-    status: str = Field(description="audited or rejected")
+    status: str = Field(description="audited, rejected or por_verified")
     engine_version: str
     first_seq: int = Field(description="global_seq of its first entry (the pagination key)")
     received_at: str | None

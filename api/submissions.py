@@ -48,7 +48,7 @@ def _submission(row: dict[str, Any]) -> Submission:
 def list_submissions(
     db: Db,
     market_id: Annotated[str | None, Query(max_length=512, pattern=r"^[^\x00]*$")] = None,
-    status: Literal["audited", "rejected"] | None = None,
+    status: Literal["audited", "rejected", "por_verified"] | None = None,
     after: Annotated[
         int, Query(ge=0, le=MAX_SEQ, description="return submissions whose first_seq > after")
     ] = 0,

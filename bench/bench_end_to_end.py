@@ -28,6 +28,7 @@ import copy
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,7 @@ from ledger.migration import upgrade  # noqa: E402
 
 HEADER = "bench.produced_at_ns"
 GROUP_TIMING = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
+CONSUMER_ARGS: list[str] = []  # extra ``ledger consume`` options (--consumer-arg)
 
 
 # --- services -----------------------------------------------------------------------------
@@ -202,7 +204,7 @@ def start_consumers(
         log = (log_dir / f"consumer{index}.log").open("wb")
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "cli", "consume", *GROUP_TIMING, *args],
+                [sys.executable, "-m", "cli", "consume", *GROUP_TIMING, *CONSUMER_ARGS, *args],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=subprocess.DEVNULL,
@@ -260,10 +262,12 @@ def throughput(
     asyncio.run(produce(bootstrap, topic, prepared))
     with fresh_database(admin_url) as url:
         env = env_for(bootstrap, url, topic)
+        cpu_before = children_cpu()
         processes = start_consumers(members, env, log_dir, "--until-idle", "5")
         for process in processes:
             if process.wait(timeout=3600) != 0:
                 raise SystemExit(f"consumer failed, see {log_dir}")
+        consumer_cpu = children_cpu() - cpu_before  # only the consumers were waited for in between
         with psycopg.connect(libpq_url(url)) as conn:
             stored = conn.execute(
                 "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'"
@@ -272,7 +276,30 @@ def throughput(
         raise SystemExit(f"expected {len(prepared)} submissions, found {stored}")
     first = min(ts(line) for line in log_events(log_dir, "partitions assigned"))
     last = max(ts(line) for line in log_events(log_dir, "batch committed"))
+    print(
+        f"  {members} consumer(s): {batch_summary(log_dir, last - first)}; "
+        f"consumer CPU {consumer_cpu * 1000 / len(prepared):.2f} ms/bundle (start-up and idle tail included)"
+    )
     return len(prepared) / (last - first)
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of the waited-for child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def batch_summary(log_dir: Path, wall: float) -> str:
+    """Batches, their median size, and the summed audit / commit seconds against the wall time."""
+    lines = log_events(log_dir, "batch committed")
+    if not lines:
+        return "no batch committed"
+    audit = sum(float(line.get("audit_seconds", 0.0)) for line in lines)
+    append = sum(float(line.get("append_seconds", 0.0)) for line in lines)
+    return (
+        f"{len(lines)} batches, median {statistics.median(line['records'] for line in lines):.0f} records; "
+        f"audit {audit:.1f} s, append {append:.1f} s (summed over batches), wall {wall:.1f} s"
+    )
 
 
 def latency(
@@ -337,16 +364,31 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=float, help="produce rate for the latency phase (default: half of 2-consumer)"
     )
+    parser.add_argument(
+        "--phases", default="1,2,latency", help="comma-separated subset of 1,2,latency (default: all)"
+    )
+    parser.add_argument(
+        "--consumer-arg", action="append", default=[], help="extra ledger consume option (repeatable)"
+    )
     args = parser.parse_args()
+    CONSUMER_ARGS.extend(args.consumer_arg)
+    phases = set(args.phases.split(","))
     templates, source = corpus()
     with services() as (bootstrap, admin_url, where), tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = Path(tmp)
         print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}")
-        print(f"{where}; bundles: {source}; topic: 4 partitions; consumer --max-records 500")
-        one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a"), 1, work)
-        print(f"1 consumer : {one:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
-        two = throughput(bootstrap, admin_url, records(templates, args.bundles, "b"), 2, work)
-        print(f"2 consumers: {two:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
+        print(
+            f"{where}; bundles: {source}; topic: 4 partitions; consumer {' '.join(CONSUMER_ARGS) or 'defaults'}"
+        )
+        if "1" in phases:
+            one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a"), 1, work)
+            print(f"1 consumer : {one:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
+        two = 0.0
+        if "2" in phases:
+            two = throughput(bootstrap, admin_url, records(templates, args.bundles, "b"), 2, work)
+            print(f"2 consumers: {two:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
+        if "latency" not in phases:
+            return
         rate = args.rate or max(1.0, two / 2)
         count = max(1, int(rate * args.latency_seconds))
         p50, p99, worst, measured = latency(bootstrap, admin_url, records(templates, count, "c"), rate, work)

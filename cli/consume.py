@@ -43,6 +43,18 @@ def register(subparsers: Any) -> None:
     add_database_url(parser, "LEDGER_DATABASE_URL or embedded")
     parser.add_argument("--max-records", type=int, default=500, help="records per batch (default 500)")
     parser.add_argument(
+        "--max-batch-bytes",
+        type=int,
+        default=16_777_216,
+        help="stop filling a batch at this many bytes of record values (default 16 MiB)",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=2,
+        help="audited batches committing or queued for commit while the next is audited (default 2)",
+    )
+    parser.add_argument(
         "--until-idle", type=float, metavar="SECONDS", help="exit after SECONDS with nothing new"
     )
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
@@ -117,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         group_id=args.group or settings.group_id,
         host=host,
         max_records=args.max_records,
+        max_batch_bytes=args.max_batch_bytes,
+        max_in_flight=args.max_in_flight,
         max_message_bytes=settings.max_message_bytes,
         until_idle=args.until_idle,
         session_timeout_ms=args.session_timeout_ms or timing["session_timeout_ms"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from cli.options import add_database_url, add_format
 from engine.por_pack import PackReport
 from ledger.por_files import PackReadError, verify_pack_path
 
-__all__ = ["register", "render_json", "render_text", "run"]
+__all__ = ["printable", "register", "render_json", "render_text", "run"]
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
 
@@ -34,6 +35,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default text)")
     p.set_defaults(handler=run)
     register_replay(subparsers)
+
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (terminal escapes) and lone surrogates shown as ``\\uXXXX``.
+
+    Packs are untrusted: their strings must neither drive the terminal nor make ``print`` fail.
+    JSON output stays valid and means the same: those characters only occur inside its strings.
+    """
+    return _UNPRINTABLE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def render_json(reports: list[PackReport], unreadable: list[dict[str, str]]) -> str:
@@ -92,8 +105,14 @@ def run(args: argparse.Namespace) -> int:
             reports.append(verify_pack_path(path))
         except PackReadError as exc:
             unreadable.append({"path": str(path), "error": str(exc)})
+        except (
+            Exception
+        ) as exc:  # a hostile pack must not hide the other packs' reports: fail closed (exit 2)
+            unreadable.append(
+                {"path": str(path), "error": f"cannot be verified: {type(exc).__name__}: {exc}"}
+            )
     render = render_json if args.format == "json" else render_text
-    print(render(reports, unreadable))
+    print(printable(render(reports, unreadable)))
     if unreadable:
         return EXIT_UNREADABLE
     return EXIT_OK if all(report.status == "ok" for report in reports) else EXIT_FAILED

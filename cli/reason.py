@@ -31,7 +31,8 @@ from cli.options import add_database_url
 from devstack.database import open_database
 from engine.reasoning import ProviderConfigError, ReasoningResult, ReasoningTask, ReasoningVerifier
 from engine.reasoning.env import build_providers_from_env
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, SchemaNotReadyError
+from ledger.migration import WRITER_ROLE, require_head, require_role_member
 from ledger.reasoning.stage import status_of
 from ledger.reasoning.worker import ReasoningWorker, WorkerConfig
 from ledger.settings import LedgerSettings, get_settings
@@ -79,7 +80,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reason = subparsers.add_parser(
         "reason",
         parents=[common],
-        help="verify a formula against a query with the LLM providers and print the result",
         description="Runs the ReasoningVerifier once and prints the result (JSON: the canonical result with "
         "every provider exchange). Providers read their usual variables (ANTHROPIC_API_KEY, OPENAI_*, "
         "AZURE_OPENAI_*, GEMINI_*); a provider without a key fails the result closed. Exit 0 when valid, "
@@ -189,9 +189,16 @@ def run_worker(args: argparse.Namespace) -> int:
         print(f"ledger reason-worker: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        with open_database(settings) as engine:
-            worker = ReasoningWorker(LedgerStore(engine), verifier, config)
-            return asyncio.run(_serve(worker, args.once, args.poll_interval))
+        # never migrates (the owner's step, `ledger migrate`); appends run as ledger_writer
+        with open_database(settings, migrate=False) as engine:
+            require_head(engine, command_name="ledger reason-worker")
+            require_role_member(engine, WRITER_ROLE)
+            with LedgerStore(engine, role=WRITER_ROLE) as store:
+                worker = ReasoningWorker(store, verifier, config)
+                return asyncio.run(_serve(worker, args.once, args.poll_interval))
+    except SchemaNotReadyError as exc:
+        print(f"ledger reason-worker: {exc.message}", file=sys.stderr)
+        return 2
     except LedgerError as exc:
         print(f"ledger reason-worker: {exc}", file=sys.stderr)
         return 1

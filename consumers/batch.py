@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -32,7 +33,7 @@ from ledger.errors import (
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
 from ledger.store.source_log import SourceIdentity, SourceResolution
 
-__all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "LedgerPort", "PreparedBatch"]
+__all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "CommitChain", "LedgerPort", "PreparedBatch"]
 
 log = logging.getLogger("consumers.consumer")
 
@@ -271,3 +272,71 @@ class BatchWriter:
                 f"then its rejection ({exc.code}: {exc.message}); stopping instead of skipping it. The "
                 "dead letter was sent; fix the cause and restart to resume at this record"
             ) from exc
+
+
+class CommitChain:
+    """Batches handed over for commit: written strictly one after another, up to ``depth`` in flight.
+
+    Each write waits for the one before it, so commits stay in hand-over order and each batch's
+    ``from_offset`` is the previous batch's ``next_offset``. A batch behind a fenced (or failed)
+    commit is never written: it was audited from positions that are no longer this member's.
+    """
+
+    def __init__(self, writer: BatchWriter, depth: int) -> None:
+        """``depth`` >= 1: how many commits may be in flight or waiting their turn."""
+        self.writer = writer
+        self.depth = max(1, depth)
+        self._tasks: deque[asyncio.Task[bool]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def full(self) -> bool:
+        """True when a new batch must wait for the oldest commit first."""
+        return len(self._tasks) >= self.depth
+
+    def hand_over(self, prepared: PreparedBatch) -> None:
+        """Queue ``prepared`` behind the commits already in flight."""
+        previous = self._tasks[-1] if self._tasks else None
+        self._tasks.append(asyncio.create_task(self._write_after(previous, prepared)))
+
+    async def _write_after(self, previous: asyncio.Task[bool] | None, prepared: PreparedBatch) -> bool:
+        if previous is not None:
+            try:
+                if not await asyncio.shield(previous):
+                    return False  # the previous batch was fenced: this one is stale too, never written
+            except BaseException:  # its error (or cancellation) is raised by settle(); never write after it
+                return False
+        return await self.writer.write(prepared)
+
+    async def settle(self, keep: int = 0) -> bool:
+        """Wait for the oldest commits until at most ``keep`` remain; False if one was fenced.
+
+        After a fenced commit every later one is awaited too (they write nothing), so the caller
+        can re-seek with nothing in flight. A commit's error is raised here.
+        """
+        while len(self._tasks) > keep:
+            task = self._tasks.popleft()
+            try:
+                ok = await task
+            except BaseException:
+                await self.drain()
+                raise
+            if not ok:
+                await self.drain()
+                return False
+        return True
+
+    async def drain(self) -> None:
+        """Wait for every commit in flight, ignoring results (each is awaited again by no one)."""
+        tasks, self._tasks = list(self._tasks), deque()
+        if tasks:
+            await asyncio.wait(tasks)
+            for task in tasks:
+                if not task.cancelled():
+                    task.exception()  # retrieved: a chained batch behind a failure reports nothing new
+
+    def unfinished(self) -> list[asyncio.Task[bool]]:
+        """The commits still running or waiting their turn."""
+        return [task for task in self._tasks if not task.done()]

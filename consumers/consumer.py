@@ -7,8 +7,12 @@ One batch = one ``getmany``. Per batch, in this order:
 3. ONE Postgres transaction: every submission (audited and ``submission.rejected``) plus the
    forward-only partition offsets (``OffsetAdvance(from_offset, next_offset=last + 1)``).
 
-Steps 2–3 of batch *k* run while step 1 audits batch *k + 1*; commits stay strictly in order and
-at most one batch waits, so a slow database slows polling down instead of piling up work.
+Steps 2–3 of batch *k* run while step 1 audits the batches after it: up to ``max_in_flight``
+audited batches are committed or wait their turn (commits stay strictly in order, each after the
+one before), so the process keeps auditing during a commit round trip, and a slow database still
+slows polling down instead of piling up work. A batch is fetched until ``max_records`` or
+``max_batch_bytes``, lingering ``batch_linger_ms`` for more: a backlog drains in large batches,
+light traffic commits after one short linger.
 
 A crash between 2 and 3 re-delivers the batch: the dead-letter topic may get a duplicate, the
 ledger never does (idempotency keys, also for rejections). If Postgres is unavailable the same
@@ -30,14 +34,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from consumers.batch import BatchWriter, LedgerPort, PreparedBatch
+from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch
+from consumers.consumer_config import ConsumerConfig
 from consumers.dlq import DeadLetterSender
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
@@ -52,31 +56,8 @@ log = logging.getLogger("consumers.consumer")
 T = TypeVar("T")
 
 
-@dataclass
-class ConsumerConfig:
-    """Everything ``ledger consume`` can tune."""
-
-    bootstrap: str
-    topic: str
-    dlq_topic: str
-    group_id: str
-    host: str
-    max_records: int = 500
-    poll_timeout_ms: int = 500
-    batch_linger_ms: int = 50
-    """After a poll returns fewer than ``max_records``, keep polling this long to fill the batch."""
-    fetch_max_wait_ms: int = 100
-    max_message_bytes: int = 1_048_576
-    raw_inline_limit: int = 65_536
-    until_idle: float | None = None
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 3_000
-    max_poll_interval_ms: int = 300_000
-    group_instance_id: str | None = None
-    client_id: str = "ledger-consumer"
-    retry_initial: float = 0.2
-    retry_max: float = 10.0
-    kafka_commit_interval: float = 2.0
+def _value_bytes(fetched: dict[TopicPartition, list[Any]]) -> int:
+    return sum(len(record.value or b"") for records in fetched.values() for record in records)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -115,7 +96,7 @@ class LedgerConsumer:
         self._stop = asyncio.Event()
         self._not_auditing = asyncio.Event()
         self._not_auditing.set()
-        self._pending: asyncio.Task[bool] | None = None  # the writer's commit of the previous batch
+        self._commits: CommitChain | None = None  # commits of audited batches, in order
         self._last_activity: float | None = None
         self._last_kafka_commit = 0.0
         self._consumer: AIOKafkaConsumer | None = None
@@ -172,6 +153,7 @@ class LedgerConsumer:
             raw_inline_limit=cfg.raw_inline_limit,
             max_message_bytes=cfg.max_message_bytes,
         )
+        self._commits = CommitChain(self._writer, cfg.max_in_flight)
         source_client = AIOKafkaClient(
             bootstrap_servers=cfg.bootstrap, client_id=f"{cfg.client_id}-source", request_timeout_ms=10_000
         )
@@ -194,8 +176,9 @@ class LedgerConsumer:
             )
             await self._loop()
         finally:
-            if self._pending is not None and not self._pending.done():  # an unexpected error left one
-                await asyncio.wait([self._pending], timeout=30)  # a commit is atomic: let it finish
+            unfinished = self._commits.unfinished()  # an unexpected error left some
+            if unfinished:
+                await asyncio.wait(unfinished, timeout=30)  # a commit is atomic: let it finish
             with contextlib.suppress(Exception):
                 await self._commit_kafka(force=True)
             await self._consumer.stop()  # leaves the group: the partitions move on at once
@@ -213,8 +196,8 @@ class LedgerConsumer:
                 if batch:
                     await self._audit_and_hand_over(batch)
                     self._last_activity = time.monotonic()
-                elif self._pending is not None:
-                    await self._settle()  # nothing new: finish the commit in flight
+                elif self._in_flight():
+                    await self._settle()  # nothing new: finish the commits in flight
                 if self._update_lag():
                     await self._check_source()
                 await self._commit_kafka()
@@ -230,8 +213,9 @@ class LedgerConsumer:
     async def _fetch(self) -> dict[TopicPartition, list[Any]]:
         """One batch: a poll, then more polls for up to ``batch_linger_ms`` while it is not full.
 
-        Records keep their per-partition order (later polls only append). Small batches cost a
-        transaction each, so lingering a few milliseconds raises throughput under load.
+        Full: ``max_records`` records or ``max_batch_bytes`` bytes of values (a soft bound: a poll's
+        records are kept whole). Records keep their per-partition order (later polls only append).
+        Small batches cost a transaction each, so lingering a few milliseconds raises throughput.
         """
         consumer = self._consumer
         assert consumer is not None
@@ -243,11 +227,12 @@ class LedgerConsumer:
         if self._seek_generation != generation:
             return self._refetch()  # a seek happened while polling: records may come from the old position
         count = sum(len(records) for records in fetched.values())
-        if count == 0 or count >= cfg.max_records or cfg.batch_linger_ms <= 0:
+        size = _value_bytes(fetched)
+        if count == 0 or count >= cfg.max_records or size >= cfg.max_batch_bytes or cfg.batch_linger_ms <= 0:
             return fetched
         merged = {tp: list(records) for tp, records in fetched.items()}
         deadline = time.monotonic() + cfg.batch_linger_ms / 1000
-        while count < cfg.max_records and not self.stopping:
+        while count < cfg.max_records and size < cfg.max_batch_bytes and not self.stopping:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
                 break
@@ -257,6 +242,7 @@ class LedgerConsumer:
             for tp, records in more.items():
                 merged.setdefault(tp, []).extend(records)
                 count += len(records)
+            size += _value_bytes(more)
         return merged
 
     def _refetch(self) -> dict[TopicPartition, list[Any]]:
@@ -275,24 +261,29 @@ class LedgerConsumer:
             # still the incarnation they were read as, they came from it (topic ids never recur).
             assert self._source is not None
             prepared, identity = await asyncio.gather(self._audit(batch), self._source.observe())
-            if not await self._settle():
-                return  # the previous batch was fenced: this one was audited from stale positions
+            assert self._commits is not None
+            keep = 0 if identity != self._source.identity else self._commits.depth - 1
+            if not await self._settle(keep):
+                return  # an earlier batch was fenced: this one was audited from stale positions
             if identity != self._source.identity:
-                await self._source_changed(identity)
+                await self._source_changed(identity)  # nothing in flight: settled above
                 return
             if not prepared.offsets:
                 return  # every partition of the batch was revoked while it was audited
-            assert self._writer is not None
-            self._pending = asyncio.create_task(self._writer.write(prepared))
+            self._commits.hand_over(prepared)
         finally:
             self._not_auditing.set()
 
-    async def _settle(self) -> bool:
-        """Wait for the commit in flight; after a fenced one, re-seek everything. True if all is well."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return True
-        if await pending:
+    def _in_flight(self) -> bool:
+        return self._commits is not None and len(self._commits) > 0
+
+    async def _settle(self, keep: int = 0) -> bool:
+        """Wait until at most ``keep`` commits are in flight; after a fenced one, re-seek everything.
+
+        True if all is well. A fenced commit drains the whole chain first, so the re-seek happens
+        with nothing in flight.
+        """
+        if self._commits is None or await self._commits.settle(keep):
             return True
         assert self._consumer is not None
         await self._reseek(list(self._consumer.assignment()))
@@ -359,7 +350,7 @@ class LedgerConsumer:
         if self.config.until_idle is None or self._last_activity is None or consumer is None:
             return False
         idle_for = time.monotonic() - self._last_activity
-        if idle_for < self.config.until_idle or self._pending is not None:
+        if idle_for < self.config.until_idle or self._in_flight():
             return False
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
@@ -423,10 +414,10 @@ class LedgerConsumer:
         """Return once no batch is being audited and no commit is in flight (never raises)."""
         while True:
             await self._not_auditing.wait()
-            pending = self._pending
-            if pending is None or pending.done():
+            unfinished = self._commits.unfinished() if self._commits is not None else []
+            if not unfinished:
                 return
-            await asyncio.wait([pending])
+            await asyncio.wait(unfinished)
 
     async def _reseek(self, partitions: Sequence[TopicPartition]) -> None:
         """Resolve the source incarnation, then seek ``partitions`` to its offsets in Postgres."""

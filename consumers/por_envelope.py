@@ -24,14 +24,24 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.envelope import EnvelopeError, Reason, from_strict_json_error, json_path
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
+from engine.limits import (
+    MAX_ID_BYTES,
+    MAX_INTEGER_DIGITS,
+    StoreProblem,
+    find_unstorable_text,
+    id_too_long,
+    may_hold_unstorable_text,
+)
 from engine.por_pack import PackParts, verify_parts
+from engine.por_pack.models import PackManifest
+from engine.por_pack.parts import MANIFEST_PATH, PART_MODELS
 from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
-from engine.schemas import StrictModel
+from engine.schemas import PoRBundle, StrictModel
 from engine.version import ENGINE_VERSION
 from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
@@ -105,17 +115,91 @@ def _parts(stored: dict[str, Any], source: str) -> PackParts:
         raise EnvelopeError(Reason.SCHEMA_VIOLATION, exc.message, exc.path) from exc
 
 
+def _first_error(parts: PackParts, key: str) -> tuple[str, bool] | None:
+    """The JSON path inside part ``key`` of its first validation error, and whether it is a naive timestamp."""
+    value: Any
+    model: type[BaseModel]
+    if key == "manifest":
+        data = parts.files.get(MANIFEST_PATH)
+        value, model = (loads_strict(data) if data is not None else None), PackManifest
+    elif key in PART_MODELS:
+        value, model = parts.raw.get(key), PART_MODELS[key]
+    else:
+        return None
+    try:
+        model.model_validate(value)
+    except (ValidationError, StrictJSONError) as exc:
+        if not isinstance(exc, ValidationError):
+            return None
+        first = exc.errors(include_url=False, include_input=False)[0]
+        naive = first["type"] == "value_error" and "has no time zone" in first["msg"]
+        return json_path(tuple(first["loc"]))[1:], naive
+    return None
+
+
 def _parse_refusal(parts: PackParts, stored: dict[str, Any]) -> EnvelopeError | None:
     for check in parts.checks:
         if check.check_id.startswith("parse.") or check.check_id == "manifest.present":
             where = check.file or "$"
             prefix = "$.pack" if stored["form"] == "document" else "$.files"
             path = prefix + where[1:] if where.startswith("$") else f"{prefix}[{json.dumps(where)}]"
-            errors = check.details.get("errors") or []
-            if errors and errors[0].get("loc"):
-                path += "." + str(errors[0]["loc"])
-            return EnvelopeError(Reason.SCHEMA_VIOLATION, check.message, path)
+            reason = Reason.SCHEMA_VIOLATION
+            found = _first_error(parts, check.check_id.removeprefix("parse."))
+            if found is not None:
+                path += found[0]
+                reason = Reason.NAIVE_TIMESTAMP if found[1] else reason
+            return EnvelopeError(reason, check.message, path)
     return None
+
+
+_STORE_REASONS = {"unstorable_text": Reason.UNSTORABLE_TEXT, "value_too_long": Reason.VALUE_TOO_LONG}
+
+
+def _refuse_store_problem(problem: StoreProblem | None, prefix: str) -> None:
+    """Raise the refusal for a value the store cannot hold; ``prefix`` replaces the path's ``$``."""
+    if problem is None:
+        return
+    # an unknown code still refuses the record (anything else here would be a poison pill)
+    reason = _STORE_REASONS.get(problem.code, Reason.SCHEMA_VIOLATION)
+    raise EnvelopeError(reason, problem.message, prefix + problem.path[1:])
+
+
+def _file_path(name: str) -> str:
+    return f"$.files[{json.dumps(name)}]"
+
+
+def _check_parsed_files(parts: PackParts) -> None:
+    """Hold every file the verifier parses to the store's limits, as the envelope itself is held.
+
+    Their values reach the report (and its ``market_id`` column), so a 400-digit integer, ``1e400``,
+    U+0000 or a lone surrogate in a file is refused with its specific reason code and path.
+    """
+    for name in sorted({MANIFEST_PATH, *parts.paths.values()}):
+        data = parts.files.get(name)
+        if data is None:
+            continue
+        prefix = _file_path(name)
+        try:
+            value = loads_strict(data, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True)
+        except StrictJSONError as exc:
+            refused = from_strict_json_error(exc)
+            raise EnvelopeError(refused.reason, f"{name}: {refused.message}", prefix + exc.path[1:]) from exc
+        if may_hold_unstorable_text(data):
+            _refuse_store_problem(find_unstorable_text(value), prefix)
+
+
+def _check_stored_ids(parts: PackParts, stored: dict[str, Any]) -> None:
+    """Refuse a market or bundle id longer than its indexed column holds (``value_too_long``)."""
+    files_form = stored["form"] == "files"
+    por = parts.model("por_bundle", PoRBundle)
+    if por is not None:
+        where = _file_path(parts.paths["por_bundle"]) if files_form else "$.pack.por_bundle"
+        _refuse_store_problem(id_too_long(por.market_id, "$.market_id"), where)
+    evidence = parts.raw.get("evidence_bundle")
+    bundle_id = evidence.get("bundle_id") if isinstance(evidence, dict) else None
+    if isinstance(bundle_id, str):
+        where = _file_path(parts.paths["evidence_bundle"]) if files_form else "$.pack.evidence_bundle"
+        _refuse_store_problem(id_too_long(bundle_id, "$.bundle_id", MAX_ID_BYTES), where)
 
 
 def decode_por_envelope(
@@ -131,13 +215,17 @@ def decode_por_envelope(
     if len(raw) > max_bytes:
         raise EnvelopeError(Reason.OVERSIZE, f"record value is {len(raw)} bytes, the limit is {max_bytes}")
     try:
-        document = loads_strict(raw, max_depth=max_depth)
+        document = loads_strict(
+            raw, max_depth=max_depth, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True
+        )
     except StrictJSONError as exc:
         raise from_strict_json_error(exc) from exc
     if not isinstance(document, dict):
         raise EnvelopeError(Reason.NOT_AN_OBJECT, "envelope must be a JSON object")
     if document.get("schema_id") != POR_ENVELOPE_SCHEMA_ID:
         return None
+    if may_hold_unstorable_text(raw):
+        _refuse_store_problem(find_unstorable_text(document), "$")
     version = document.get("schema_version")
     if isinstance(version, bool) or version != POR_ENVELOPE_SCHEMA_VERSION:
         raise EnvelopeError(
@@ -157,9 +245,11 @@ def decode_por_envelope(
         raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
     key = f"event:{envelope.event_id}" if envelope.event_id is not None else f"por:{pack_hash}"
     parts = _parts(stored, key)
+    _check_parsed_files(parts)
     refusal = _parse_refusal(parts, stored)
     if refusal is not None:
         raise refusal
+    _check_stored_ids(parts, stored)
     return DecodedPoREnvelope(envelope, parts, pack_hash, key)
 
 
@@ -201,8 +291,11 @@ def por_envelope_json_schema() -> dict[str, Any]:
         "description": (
             "Value of a record carrying a Cournot PoR pack (key: the market id). Exactly one of pack "
             "and files. Consumers also refuse values over the size limit, invalid UTF-8, NaN/Infinity, "
-            "duplicate object keys, nesting deeper than 64, files that are not base64, and packs whose "
-            "required parts are missing or do not validate."
+            "numbers a 64-bit float cannot hold (1e400, 1e-400), integers over 308 digits, duplicate "
+            "object keys, nesting deeper than 64, U+0000 or lone surrogates in any string or key, files "
+            "that are not base64, the same in every pack file the verifier parses, por_bundle.market_id "
+            "and evidence_bundle.bundle_id over 512 bytes of UTF-8, and packs whose required parts are "
+            "missing or do not validate."
         ),
     }
     return header | schema

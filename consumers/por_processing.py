@@ -23,6 +23,15 @@ def process_por_record(
         return build_rejection(
             refused, context, dlq_topic=dlq_topic, inline_limit=inline_limit, dlq_value_limit=max_bytes
         )
+    except Exception as exc:  # a decoder bug must not stop the consumer: the record is refused, not lost
+        log.exception(
+            "PoR envelope decoding failed",
+            extra={"topic": context.topic, "partition": context.partition, "offset": context.offset},
+        )
+        failed = EnvelopeError(Reason.AUDIT_FAILED, f"the PoR decoder failed: {type(exc).__name__}: {exc}")
+        return build_rejection(
+            failed, context, dlq_topic=dlq_topic, inline_limit=inline_limit, dlq_value_limit=max_bytes
+        )
     if decoded is None:
         return None
     try:

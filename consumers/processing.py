@@ -258,6 +258,16 @@ def process_record(
         return build_rejection(
             refused, context, dlq_topic=dlq_topic, inline_limit=inline_limit, dlq_value_limit=max_bytes
         )
+    except Exception as exc:  # a decoder bug: decoding is deterministic, so a retry cannot help, and
+        # letting it propagate would stop the consumer on this record for good. Dead-letter it instead.
+        log.exception(
+            "decoder failed unexpectedly",
+            extra={"topic": context.topic, "partition": context.partition, "offset": context.offset},
+        )
+        failed = EnvelopeError(Reason.AUDIT_FAILED, f"decoder error {type(exc).__name__}: {exc}")
+        return build_rejection(
+            failed, context, dlq_topic=dlq_topic, inline_limit=inline_limit, dlq_value_limit=max_bytes
+        )
     try:
         draft = auditor(decoded, context.operational())
     except Exception as exc:  # the engine is deterministic: retrying cannot help, so dead-letter it

@@ -83,6 +83,7 @@ async def retry_until_stopped(
         sleep=sleep_unless_stopped,
         reraise=True,
     )
+
     async def call() -> T:  # ``attempt`` may be a lambda returning an awaitable, not a coroutine function
         return await attempt()
 

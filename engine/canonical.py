@@ -58,10 +58,15 @@ class CanonicalizationError(ValueError):
 
 def format_datetime_canonical(value: datetime) -> str:
     """Format a datetime as UTC with a ``Z`` suffix; naive values are taken to be UTC."""
-    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if utc.microsecond:
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    zone = value.tzinfo
+    utc = value if zone is UTC else value.replace(tzinfo=UTC) if zone is None else value.astimezone(UTC)
+    if utc.year < 1000:  # strftime's %Y is not zero-padded below 1000 on every platform: keep its text
+        if utc.microsecond:
+            return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # The same text as strftime for four-digit years, without its format parsing.
+    text = f"{utc.year}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+    return f"{text}.{utc.microsecond:06d}Z" if utc.microsecond else f"{text}Z"
 
 
 def _child(path: str, key: object) -> str:

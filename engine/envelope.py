@@ -495,7 +495,10 @@ def decode_submission(
     if len(raw) > max_bytes:
         raise EnvelopeError(Reason.OVERSIZE, f"the input is {len(raw)} bytes, the limit is {max_bytes}")
     try:
-        document = loads_strict(raw, max_depth=max_depth)
+        # the consumer's number checks too: 1e-400 must not turn into 0.0 before it is re-encoded
+        document = loads_strict(
+            raw, max_depth=max_depth, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True
+        )
     except StrictJSONError as exc:
         raise from_strict_json_error(exc) from exc
     if not isinstance(document, dict) or "schema_id" in document or "schema_version" in document:

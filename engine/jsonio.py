@@ -101,7 +101,10 @@ class _Hooks:
         return self.mark("non_finite_number", f"{name} is not allowed in canonical JSON")
 
     def pairs(self, pairs: list[tuple[str, Any]]) -> Any:
-        result: dict[str, Any] = {}
+        result: dict[str, Any] = dict(pairs)
+        if len(result) == len(pairs):  # no key twice: the common case, without a Python loop
+            return result
+        result = {}
         for key, value in pairs:
             if key in result:
                 shown = key if len(key) <= 80 else key[:80] + "..."
@@ -158,6 +161,32 @@ def loads_strict(
     if text.startswith("\ufeff"):
         raise StrictJSONError("invalid_json", "a byte order mark is not allowed")
     hooks = _Hooks(max_integer_digits)
+    # Without a digit bound, integers are decoded by the C decoder itself (no call per literal);
+    # one beyond the interpreter's digit limit raises a plain ValueError there, and the document is
+    # then decoded again with the integer hook, which records where and why.
+    fast_integers = max_integer_digits is None
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=hooks.pairs,
+            parse_constant=hooks.constant,
+            parse_int=int if fast_integers else hooks.integer,
+            parse_float=hooks.exact_float if exact_numbers else float,
+        )
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError("invalid_json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise StrictJSONError("too_deep", "nesting too deep to decode") from exc
+    except ValueError:
+        if not fast_integers:
+            raise
+        return _loads_hooked(text, hooks, exact_numbers, max_depth)
+    return _checked(text, value, hooks, max_depth)
+
+
+def _loads_hooked(text: str, hooks: _Hooks, exact_numbers: bool, max_depth: int) -> Any:
+    """Decode with every hook (integers included), so each refusal is recorded with its path."""
+    hooks.refused = False
     try:
         value = json.loads(
             text,
@@ -170,6 +199,11 @@ def loads_strict(
         raise StrictJSONError("invalid_json", f"{exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
     except RecursionError as exc:
         raise StrictJSONError("too_deep", "nesting too deep to decode") from exc
+    return _checked(text, value, hooks, max_depth)
+
+
+def _checked(text: str, value: Any, hooks: _Hooks, max_depth: int) -> Any:
+    """``value`` once no hook refused anything and its nesting is within ``max_depth``."""
     if hooks.refused:  # a marker is always in the tree; fail closed if it somehow is not
         raise _locate_refused(value) or StrictJSONError("invalid_json", "a refused value was not located")
     if isinstance(value, (dict, list)) and text.count("[") + text.count("{") > max_depth:

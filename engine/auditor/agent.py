@@ -17,7 +17,7 @@ from typing import Any
 from engine.auditor.analysis import analyse
 from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimExtractor
-from engine.auditor.trace_builder import build_steps
+from engine.auditor.trace_builder import build_steps_checked
 from engine.auditor.verification.logic_sanity import LogicSanityChecker
 from engine.auditor.verification.trace_policy import TracePolicyVerifier
 from engine.schemas import (
@@ -72,9 +72,9 @@ class AuditorAgent:
         claims = ClaimExtractor(config).extract(prompt_spec, evidence)
         sanity = LogicSanityChecker(config).assess(prompt_spec, evidence, claims)
         analysis = analyse(prompt_spec, claims, sanity, config)
-        steps = build_steps(prompt_spec, evidence, claims, sanity, analysis, config)
-        # Built without re-validation: the TracePolicyVerifier below checks every structural rule
-        # the model validators would (ids, priors, step count, unique refs) and fails closed.
+        steps, sound = build_steps_checked(prompt_spec, evidence, claims, sanity, analysis, config)
+        # Built without re-validation: the builder checked the per-step rules as it built the steps
+        # and verify_built adds the rest (count, final variables); any doubt runs every rule.
         trace = trusted(
             ReasoningTrace,
             trace_id=trace_id_for(evidence.bundle_id),
@@ -82,7 +82,7 @@ class AuditorAgent:
             steps=steps,
             evidence_refs=list(dict.fromkeys(item.evidence_id for item in evidence.items)),
         )
-        structure = TracePolicyVerifier().verify(trace, prompt_spec, evidence)
+        structure = TracePolicyVerifier().verify_built(trace, prompt_spec, evidence, sound)
         checks: list[CheckResult] = []
         if policy_problems:
             message = "audit_policy settings ignored: " + "; ".join(policy_problems)

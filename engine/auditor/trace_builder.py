@@ -25,6 +25,7 @@ from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimSet
 from engine.auditor.reasoning.values import format_time
 from engine.auditor.verification.logic_sanity import SanityReport
+from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, VERDICT_KEYS, holds_key, is_mapping
 from engine.schemas import (
     DataRequirement,
     EvidenceBundle,
@@ -34,7 +35,7 @@ from engine.schemas import (
 )
 from engine.schemas.common import trusted_step
 
-__all__ = ["build_steps", "plan_chunks"]
+__all__ = ["build_steps", "build_steps_checked", "plan_chunks"]
 
 
 def _ceil_div(count: int, size: int) -> int:
@@ -63,9 +64,19 @@ def _chunks(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
 
 
 class _Steps:
+    """Adds steps and checks, as it adds them, the trace-policy rules construction does not settle.
+
+    Ids (``step_<4+ digits>``, increasing), prior ids (returned by earlier ``add`` calls), types,
+    actions and grounding (the whole bundle when a step names nothing) hold by construction. What
+    comes from the analysis is checked per step: cited ids are strings of the bundle, inputs carry
+    no external-fact key, outputs no verdict key. ``sound`` turns False on any doubt.
+    """
+
     def __init__(self, all_ids: list[str]) -> None:
         self.steps: list[ReasoningStep] = []
         self.all_ids = all_ids
+        self.known = frozenset(all_ids)
+        self.sound = True
 
     def add(
         self,
@@ -78,6 +89,8 @@ class _Steps:
     ) -> str:
         step_id = f"step_{len(self.steps) + 1:04d}"
         cited = list(dict.fromkeys(evidence_ids)) or list(self.all_ids)
+        if self.sound:
+            self.sound = self._holds(inputs, output, cited)
         self.steps.append(
             trusted_step(
                 ReasoningStep,
@@ -91,6 +104,18 @@ class _Steps:
             )
         )
         return step_id
+
+    def _holds(self, inputs: dict[str, Any], output: dict[str, Any], cited: list[str]) -> bool:
+        known = self.known
+        for evidence_id in cited:
+            if type(evidence_id) is not str or evidence_id not in known:
+                return False
+        if not VERDICT_KEYS.isdisjoint(output):
+            return False
+        variables = output.get("evaluation_variables")
+        if variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
+            return False
+        return not holds_key(inputs, EXTERNAL_FACT_KEYS, 0)
 
 
 def _requirement_inputs(
@@ -116,6 +141,22 @@ def build_steps(
     config: AuditConfig,
 ) -> list[ReasoningStep]:
     """The trace's steps, in order (see the module docstring for the layout)."""
+    return build_steps_checked(prompt_spec, evidence, claims, sanity, analysis, config)[0]
+
+
+def build_steps_checked(
+    prompt_spec: PromptSpec,
+    evidence: EvidenceBundle,
+    claims: ClaimSet,
+    sanity: SanityReport,
+    analysis: Analysis,
+    config: AuditConfig,
+) -> tuple[list[ReasoningStep], bool]:
+    """The steps, and whether every per-step trace-policy rule held as they were built.
+
+    True is not the whole verdict: step count and the final step's evaluation variables are for
+    ``TracePolicyVerifier.verify_built``. False means "verify rule by rule".
+    """
     all_ids = list(dict.fromkeys(item.evidence_id for item in evidence.items))
     steps = _Steps(all_ids)
     order = list(sanity.requirement_ids)
@@ -236,4 +277,4 @@ def build_steps(
         variables["source_summary"],
         [deduce_id],
     )
-    return steps.steps
+    return steps.steps, steps.sound

@@ -26,6 +26,9 @@ __all__ = [
 ]
 
 MANIFEST_PATH = "manifest.json"
+MAX_INTEGER_DIGITS = 308
+"""Integer literals in a pack file are bounded so every verifier step can turn them into a 64-bit
+float (the same bound the ledger's store limits apply); ``1e400`` and ``1e-400`` are refused too."""
 DEFAULT_PATHS: dict[str, str] = {
     "prompt_spec": "prompt_spec.json",
     "tool_plan": "tool_plan.json",
@@ -91,7 +94,7 @@ def _parse_part(parts: PackParts, key: str, value: Any) -> None:
 
 def _decode(parts: PackParts, key: str, path: str, data: bytes) -> Any:
     try:
-        return loads_strict(data)
+        return loads_strict(data, max_integer_digits=MAX_INTEGER_DIGITS, exact_numbers=True)
     except StrictJSONError as exc:
         parts.checks.append(
             PackCheck(

@@ -68,6 +68,12 @@ def replay_por_packs(
                 submission_id, int(global_seq), market_id, stored_status, None, False, str(exc)
             )
             continue
+        except Exception as exc:  # nor can a pack the verifier fails on be identical: a named divergence
+            error = f"re-verification failed: {type(exc).__name__}: {exc}"
+            yield PoRReplayResult(
+                submission_id, int(global_seq), market_id, stored_status, None, False, error
+            )
+            continue
         yield PoRReplayResult(
             submission_id, int(global_seq), market_id, stored_status, result.report.status, result.identical
         )

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from psycopg import Cursor, sql
 
-from engine.canonical import CanonicalizationError, dumps_canonical
+from engine.canonical import CanonicalizationError, canonical_bytes_of_plain, dumps_canonical
 from ledger.errors import InvalidDraftError, StaleOffsetError
 from ledger.store.hashing import (
     canonical_text,
@@ -106,6 +107,46 @@ def _canonical(value: Any, where: str) -> str:
     return text
 
 
+_SCALARS = (str, int, bool)
+
+
+def _entry_canonical(entry: EntryDraft, where: str) -> str:
+    """The entry's canonical payload text: the precomputed one after a cheap check, else computed.
+
+    A precomputed text is trusted for what the check cannot see (values inside nested objects):
+    only the consumer sets it, in-process, from the same canonical function (EntryDraft). The
+    cheap check: the text parses to an object with exactly the payload's non-None keys and its
+    top-level scalars, and re-encodes to itself (so it is in canonical form). When it does not
+    pass (or cannot run: orjson reads big integers as floats) the payload is canonicalised and the
+    draft is refused unless the two texts are equal: fail closed, never a silent substitute.
+    """
+    text = entry.canonical
+    if text is None:
+        return _canonical(entry.payload, where)
+    if _looks_like_canonical_of(text, entry.payload):
+        return text
+    if _canonical(entry.payload, where) != text:
+        raise InvalidDraftError("precomputed canonical text differs from the payload's", field_path=where)
+    return text
+
+
+def _looks_like_canonical_of(text: str, payload: dict[str, Any]) -> bool:
+    try:
+        encoded = text.encode("utf-8")
+        parsed = orjson.loads(encoded)
+    except (UnicodeEncodeError, orjson.JSONDecodeError):  # not the quick path: prepare recomputes
+        return False
+    if not isinstance(parsed, dict):
+        return False
+    present = {key: value for key, value in payload.items() if value is not None}
+    if set(parsed) != set(present):
+        return False
+    for key, value in present.items():
+        if isinstance(value, _SCALARS) and (type(parsed[key]) is not type(value) or parsed[key] != value):
+            return False
+    return canonical_bytes_of_plain(parsed) == encoded
+
+
 def prepare(draft: SubmissionDraft) -> PreparedSubmission:
     """Canonicalise and hash one draft; raises :class:`InvalidDraftError` on bad content."""
     header = submission_header(
@@ -119,7 +160,7 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         submission_id = submission_id_for(header)
     except CanonicalizationError as exc:
         raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
-    texts = [_canonical(entry.payload, f"entries[{i}].payload") for i, entry in enumerate(draft.entries)]
+    texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(draft.entries)]
     hashes = [payload_hash(text) for text in texts]
     links = [(entry.kind, h, draft.engine_version) for entry, h in zip(draft.entries, hashes, strict=True)]
     chain = chain_hashes(submission_id, links)

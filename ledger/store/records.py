@@ -35,10 +35,18 @@ StreamAppendStatus = Literal["created", "existing", "stale"]
 
 @dataclass(frozen=True)
 class EntryDraft:
-    """One entry to append: its kind and its payload (canonicalised by the store)."""
+    """One entry to append: its kind and its payload (canonicalised by the store).
+
+    ``canonical``, when set, is the payload's canonical text made in the same process by the same
+    canonical function (the consumer splices in bytes the engine already produced); the store then
+    stores and hashes it instead of canonicalising the payload again, after a cheap check that it
+    is canonical JSON of the payload's keys and top-level scalars (:func:`ledger.store.append.prepare`
+    refuses any draft that fails the check). Leave it None for payloads from anywhere else.
+    """
 
     kind: str
     payload: dict[str, Any]
+    canonical: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ENTRY_KINDS:

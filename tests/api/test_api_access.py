@@ -96,7 +96,7 @@ def test_request_bodies_are_size_limited_even_when_chunked(served: ServedLedger)
 
 
 def test_strict_decoder_refusals_name_the_reason_and_path(served: ServedLedger) -> None:
-    raw = envelope_bytes("01_clean_threshold.json").replace(b'"schema_version": 1', b'"schema_version": 2')
+    raw = envelope_bytes("01_clean_threshold.json").replace(b'"schema_version": 1', b'"schema_version": 3')
     with served.client() as client:
         response = client.post("/v1/audit", content=raw, headers={"content-type": "application/json"})
         body = response.json()

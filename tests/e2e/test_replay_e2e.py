@@ -110,6 +110,8 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
     }
     files = accepted_corpus()
     try:
+        migrated = cli("migrate", env=env)  # the owner's step: ledger consume never migrates
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
         published = cli("publish", *files, env=env)
         assert published.returncode == 0, published.stderr[-3000:]
         consumed = cli(

@@ -92,7 +92,7 @@ POISONS: dict[str, PoisonMaker] = {
     ),
     "duplicate_evidence_id": lambda i, rng: encode(envelope(i, duplicate_evidence)),
     "unknown_envelope_version": lambda i, rng: encode(
-        envelope(i, lambda d: d.update(schema_version=rng.choice([0, 2, 99, "1", True])))
+        envelope(i, lambda d: d.update(schema_version=rng.choice([0, 3, 99, "1", True])))
     ),
     "unknown_envelope_schema": lambda i, rng: encode(make_inputs(i)),
     "market_mismatch": lambda i, rng: encode(

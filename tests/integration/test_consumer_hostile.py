@@ -28,6 +28,7 @@ from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
+from ledger.store.source_log import SourceIdentity, SourceResolution
 from tests.helpers.consumer import make_inputs, publish_raw, query, read_topic, stored_offsets
 from tests.helpers.ledger_factories import audited
 
@@ -138,6 +139,11 @@ class RefusingStore:
     def load_offsets(self, group: str, topic: str) -> dict[int, int]:
         return self.store.load_offsets(group, topic)
 
+    def resolve_source(
+        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+    ) -> SourceResolution:
+        return self.store.resolve_source(group, topic, observed, host=host)
+
 
 async def test_when_even_the_rejection_is_refused_the_consumer_stops_with_a_clear_error(
     kafka_bootstrap: str, migrated_database_url: str, topic_name: str
@@ -174,6 +180,11 @@ async def test_same_event_id_with_different_content_in_one_batch_records_a_confl
 
         def load_offsets(self, group: str, topic: str) -> dict[int, int]:
             return store.load_offsets(group, topic)
+
+        def resolve_source(
+            self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
+        ) -> SourceResolution:
+            return store.resolve_source(group, topic, observed, host=host)
 
     with LedgerStore(migrated_database_url) as store:
         await LedgerConsumer(config(kafka_bootstrap, topic_name), Recording(), audit_envelope, metrics).run()

@@ -65,7 +65,7 @@ def poisons() -> list[tuple[str, bytes]]:
         ("too_deep", encode(envelope(502, lambda doc: item(doc).update(parsed_value=nested(100))))),
         ("duplicate_key", valid.replace(b'"plan_id": "plan_0001"', b'"plan_id": "a", "plan_id": "b"')),
         ("duplicate_evidence_id", encode(envelope(503, duplicate_evidence))),
-        ("unknown_envelope_version", encode(envelope(504, lambda doc: doc.update(schema_version=2)))),
+        ("unknown_envelope_version", encode(envelope(504, lambda doc: doc.update(schema_version=3)))),
         ("unknown_envelope_schema", encode(make_inputs(505))),
         (
             "market_mismatch",

@@ -182,6 +182,38 @@ def test_consume_refuses_a_login_that_is_not_a_writer(
     assert code == 1
 
 
+def _reason_worker(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str]:
+    """Exit code and the command's own last stderr line (earlier tests' log handlers may add noise)."""
+    code = ledger_main(["reason-worker", "--database-url", url, "--once", "--providers", "anthropic,openai"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    return code, lines[-1] if lines else ""
+
+
+def test_reason_worker_with_a_writer_login_on_an_old_schema_says_run_migrate(
+    database_url: str, login: Login, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    upgrade(database_url, "0003_translog")
+    code, err = _reason_worker(capsys, login("ledger_writer"))
+    assert code == 2, err
+    assert "run `ledger migrate` as the ledger owner" in err and "Traceback" not in err
+    assert current_revision(database_url) == "0003_translog"
+
+
+def test_reason_worker_never_migrates_and_refuses_a_reader_login(
+    database_url: str, login: Login, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    code, err = _reason_worker(capsys, database_url)
+    assert code == 2, err
+    assert current_revision(database_url) is None
+    upgrade(database_url, head_revision())
+    code, err = _reason_worker(capsys, login("ledger_reader"))
+    assert code == 1 and "ledger_writer" in err, err
+
+
 # -- item 7: a bad row, and the offsets lever ------------------------------------------------------
 
 

@@ -118,13 +118,16 @@ def test_dead_letter_coordinates_are_stored_with_the_rejection(migrated_database
 
 
 def test_0004_goes_up_down_and_up_on_a_ledger_holding_data_and_verify_passes(database_url: str) -> None:
-    upgrade(database_url, "0003_translog")
+    # A ledger as it stood before incarnations existed: written (today's append path needs the
+    # append lock of 0005), then taken down to 0003, which drops every incarnation column and table.
+    upgrade(database_url)
     drafts = corpus_drafts(limit=4)
-    with LedgerStore(database_url) as store:  # written before incarnations existed
+    with LedgerStore(database_url) as store:
         store.append_batch(
             [*drafts[:2], rejected("rejected:evidence-bundles/0/1", b"nope", dlq_offset=1)],
             [OffsetAdvance(GROUP, TOPIC, 0, 0, 2)],
         )
+    downgrade(database_url, "0003_translog")
     upgrade(database_url)
     assert current_revision(database_url) == head_revision()
     assert fetch_all(database_url, "SELECT next_offset, incarnation FROM ledger.consumer_offsets") == [

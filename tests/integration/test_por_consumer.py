@@ -83,7 +83,7 @@ def test_packs_are_verified_recorded_rejected_and_replayed(
         "WHERE e.kind = 'submission.rejected' ORDER BY e.global_seq",
     )
     assert rejected == [
-        ("schema_violation", "$.pack.reasoning_trace.steps.0.step_type"),
+        ("schema_violation", "$.pack.reasoning_trace.steps[0].step_type"),
         ("unknown_envelope_version", "$.schema_version"),
     ]
     dead = read_topic(kafka_bootstrap, f"{topic_name}.dlq", 2)

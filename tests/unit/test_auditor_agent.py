@@ -188,3 +188,18 @@ def test_key_order_inside_payloads_changes_nothing(name: str, seed: int) -> None
 def test_whole_document_key_order_changes_nothing(name: str) -> None:
     document = permute(load(name), random.Random(name))
     assert audit_report(*models(document)) == REPORTS[name]
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [("0001-01-01T00:00:00Z", "2026-02-01T00:00:00Z"), ("2026-01-31T23:00:00Z", "9999-12-31T23:59:59Z")],
+)
+def test_a_resolution_window_at_the_ends_of_the_calendar_is_audited_not_an_overflow(
+    start: str, end: str
+) -> None:
+    document = load("01_clean_threshold")
+    document["prompt_spec"]["market"]["resolution_window"] = {"start": start, "end": end}
+    prompt_spec, evidence = models(document)
+    _, verification = AuditorAgent().audit(prompt_spec, evidence)
+    checks = {check.check_id: check for check in verification.checks}
+    assert any("time" in check_id or "window" in check_id for check_id in checks), sorted(checks)

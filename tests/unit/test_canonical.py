@@ -275,3 +275,20 @@ def test_canonicalize_value_unusual_types_take_reference_path(value: Any) -> Non
         assert caught.value.path == exc.path
     else:
         assert canonicalize_value(value) == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 1, 14),
+        max_value=datetime(9999, 12, 31, 10),
+        timezones=st.sampled_from(
+            [None, UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=9))]
+        ),
+    )
+)
+def test_datetime_text_equals_strftime(value: datetime) -> None:
+    """The f-string formatting equals the strftime text it replaced, for every year and offset."""
+    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    pattern = "%Y-%m-%dT%H:%M:%S.%fZ" if utc.microsecond else "%Y-%m-%dT%H:%M:%SZ"
+    assert format_datetime_canonical(value) == utc.strftime(pattern)

@@ -75,7 +75,7 @@ def test_standard_input(monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.Ca
         (b"\xff\xfe{}", "invalid_utf8"),
         ("[]", "not_an_object"),
         ("{}", "unknown_envelope_schema"),
-        ('{"prompt_spec": 1' + "0" * 5000 + "}", "invalid_json"),  # the consumer's reason code
+        ('{"prompt_spec": 1' + "0" * 5000 + "}", "number_too_large"),  # the consumer's reason code
     ],
 )
 def test_unreadable_input_exits_2_with_the_problem(
@@ -109,10 +109,10 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_lone_surrogates_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document = corpus("01_clean_threshold")
     document["evidence_bundle"]["items"][0]["parsed_value"]["note"] = (
-        "\ud800"  # an Any field: canonical form fails
+        "\ud800"  # the store cannot hold it: refused before validation, at its path
     )
     assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
-    assert "not_canonicalizable" in capsys.readouterr().err
+    assert "unstorable_text" in capsys.readouterr().err
     document = corpus("01_clean_threshold")
     document["evidence_bundle"]["bundle_id"] = "bundle_\ud800"  # a str field: validation refuses it
     assert main(["audit", write(tmp_path, json.dumps(document))]) == 2

@@ -60,7 +60,6 @@ def test_help_and_audit_run_without_the_embedded_extra(tmp_path: Path) -> None:
         ("demo",),
         ("down",),
         ("migrate",),
-        ("replay", "--all"),
         ("publish", str(SAMPLE)),
     ],
     ids=lambda args: args[0],
@@ -75,3 +74,13 @@ def test_commands_needing_an_embedded_server_say_which_extra_in_one_line(
     assert lines[0].startswith(f"ledger {args[0]} {EXTRA_LINE}"), lines[0]
     assert lines[0].endswith(INSTALL)
     assert not (tmp_path / "state" / "postgres").exists()  # nothing was half-started
+
+
+def test_a_reading_command_with_no_ledger_anywhere_says_so_in_one_line(tmp_path: Path) -> None:
+    """Nothing runs, nothing was ever created and no URL is set: the way out, not the extra."""
+    done = ledger("replay", "--all", tmp_path=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "no ledger database" in lines[0] and "LEDGER_DATABASE_URL" in lines[0], lines[0]
+    assert not (tmp_path / "state" / "postgres").exists()

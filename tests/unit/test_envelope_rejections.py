@@ -124,6 +124,19 @@ def test_engine_failure_is_dead_lettered_not_retried_forever() -> None:
     assert outcome.draft.market_id == "mk_btc_100k_2026"  # read best-effort for SQL queries
 
 
+def test_an_unexpected_decoder_error_is_dead_lettered_not_a_stopped_consumer(monkeypatch: Any) -> None:
+    import consumers.processing as processing
+
+    def broken_decoder(raw: bytes, **kwargs: Any) -> DecodedEnvelope:
+        raise RecursionError("a decoder bug nobody has found yet")
+
+    monkeypatch.setattr(processing, "decode_envelope", broken_decoder)
+    outcome = process(b'{"schema_id": "cournot-ledger/evidence-envelope"}')
+    assert isinstance(outcome, Rejection)
+    assert outcome.error.reason == Reason.AUDIT_FAILED
+    assert "RecursionError" in outcome.error.message
+
+
 def test_tombstone_is_rejected() -> None:
     outcome = process(None)
     assert isinstance(outcome, Rejection)

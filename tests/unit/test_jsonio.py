@@ -117,3 +117,11 @@ def test_non_finite_number_beside_a_huge_integer_is_a_strict_error_not_a_value_e
     with pytest.raises(StrictJSONError) as info:
         loads_strict('{"a": NaN, "b": ' + "1" * 5000 + "}")
     assert (info.value.code, info.value.path) == ("non_finite_number", "$.a")
+
+
+def test_huge_integer_deep_in_the_document_is_reported_at_its_path() -> None:
+    """Integers are decoded by the C decoder; one beyond its digit limit is re-decoded with the hook."""
+    with pytest.raises(StrictJSONError) as info:
+        loads_strict('{"a": [1, {"b": ' + "1" * 5000 + "}]}")
+    assert (info.value.code, info.value.path) == ("number_too_large", "$.a[1].b")
+    assert loads_strict('{"a": [1, -0, ' + "9" * 4000 + "]}") == {"a": [1, 0, int("9" * 4000)]}

@@ -52,7 +52,7 @@ POISON: dict[str, bytes] = {
     ),
     "too_deep": envelope(lambda d: first_item(d).update(parsed_value=nested(80))),
     "not_an_object": b"[1, 2, 3]",
-    "unknown_envelope_version": envelope(lambda d: d.update(schema_version=2)),
+    "unknown_envelope_version": envelope(lambda d: d.update(schema_version=3)),
     "unknown_envelope_schema": envelope(lambda d: d.update(schema_id="someone-else/envelope")),
     "schema_violation": envelope(lambda d: d["prompt_spec"]["market"].update(possible_outcomes=3)),
     "naive_timestamp": envelope(
@@ -61,7 +61,7 @@ POISON: dict[str, bytes] = {
     "market_mismatch": envelope(lambda d: d["evidence_bundle"].update(market_id="mk_elsewhere")),
     "duplicate_evidence_id": envelope(lambda d: d["evidence_bundle"]["items"].append(dict(first_item(d)))),
     "unknown_requirement": envelope(lambda d: first_item(d).update(requirement_id="req_elsewhere")),
-    "not_canonicalizable": envelope(lambda d: first_item(d)["parsed_value"].update(note="\ud800")),
+    "unstorable_text": envelope(lambda d: first_item(d)["parsed_value"].update(note="\ud800")),
 }
 
 

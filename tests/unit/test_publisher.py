@@ -107,9 +107,12 @@ def test_lone_surrogates_get_the_consumers_reason_not_non_finite_number() -> Non
     document["evidence_bundle"]["bundle_id"] = "bundle_\ud800"
     with pytest.raises(EnvelopeError) as info:
         prepare_document(document)
-    assert (info.value.reason, info.value.path) == (Reason.SCHEMA_VIOLATION, "$.evidence_bundle.bundle_id")
+    assert (info.value.reason, info.value.path) == (Reason.UNSTORABLE_TEXT, "$.evidence_bundle.bundle_id")
     document = sample()
     document["evidence_bundle"]["items"][0]["parsed_value"]["note"] = "\ud800"
     with pytest.raises(EnvelopeError) as info:
         prepare_document(document)
-    assert info.value.reason is Reason.NOT_CANONICAL
+    assert (info.value.reason, info.value.path) == (
+        Reason.UNSTORABLE_TEXT,
+        "$.evidence_bundle.items[0].parsed_value.note",
+    )

@@ -274,15 +274,22 @@ class _ItemExtraction:
             self.add(key, path, kind, value, rank)
 
 
-def _sorted_walk(document: Any, prefix: str, depth: int) -> Iterator[tuple[str, str, Any]]:
+def _sorted_walk(document: Any, prefix: str, depth: int) -> list[tuple[str, str, Any]]:
     """``(path, key, value)`` for every dict entry, keys in sorted order, depth-first, bounded depth."""
-    if depth <= 0 or not isinstance(document, dict):
-        return
+    found: list[tuple[str, str, Any]] = []
+    if depth > 0 and isinstance(document, dict):
+        _walk_into(document, prefix, depth, found)
+    return found
+
+
+def _walk_into(document: dict[str, Any], prefix: str, depth: int, found: list[tuple[str, str, Any]]) -> None:
+    """:func:`_sorted_walk` into ``found`` (one list, not a generator per nesting level)."""
     for key in sorted(document):
         value = document[key]
         path = f"{prefix}.{key}"
-        yield path, key, value
-        yield from _sorted_walk(value, path, depth - 1)
+        found.append((path, key, value))
+        if depth > 1 and isinstance(value, dict):
+            _walk_into(value, path, depth - 1, found)
 
 
 class ClaimExtractor:

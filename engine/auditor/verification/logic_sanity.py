@@ -197,11 +197,15 @@ class LogicSanityChecker:
             return "no_timestamp"
         window = prompt_spec.market.resolution_window
         slack = timedelta(seconds=self.config.timestamp_slack_seconds)
+        # Compared as differences: ``window.start - slack`` overflows for a window starting in year 1
+        # (and ``window.end + slack`` in year 9999), while a difference of two datetimes never does.
+        early = moment - window.start < -slack
+        late = moment - window.end > slack
         if extraction.observed_from == "provenance.fetched_at":
-            if moment < window.start - slack:
+            if early:
                 return "fetched_before_window"
-            return "fetched_after_window" if moment > window.end + slack else "fetched_in_window"
-        return "in_window" if window.start - slack <= moment <= window.end + slack else "outside_window"
+            return "fetched_after_window" if late else "fetched_in_window"
+        return "outside_window" if early or late else "in_window"
 
     @staticmethod
     def _bundle_checks(

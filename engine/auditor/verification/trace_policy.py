@@ -43,7 +43,7 @@ from engine.schemas import (
 )
 from engine.schemas.common import trusted
 
-__all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "TracePolicyVerifier"]
+__all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "VERDICT_KEYS", "TracePolicyVerifier", "holds_key"]
 
 STEP_TYPES = frozenset({"search", "extract", "check", "deduce", "aggregate", "map"})
 EXTERNAL_FACT_KEYS = frozenset(
@@ -307,6 +307,20 @@ class TracePolicyVerifier:
             return False
         return _final([_view(steps[-1])], known) is None
 
+    def verify_built(
+        self, trace: ReasoningTrace, spec: PromptSpec, evidence: EvidenceBundle, sound: bool
+    ) -> VerificationResult:
+        """Verify a trace built in this process; ``sound``: ``build_steps_checked`` saw every per-step rule hold.
+
+        Adds step count and final variables; any doubt, and every stored or foreign trace, uses :meth:`verify`.
+        """
+        steps, limit = trace.steps, trace.policy.max_steps
+        if sound and steps and type(limit) is int and limit >= 1 and self.max_steps is None:
+            known = {item.evidence_id for item in evidence.items}
+            if len(steps) <= limit and _final([_view(steps[-1])], known) is None:
+                return _passing(len(steps))
+        return self.verify(trace, spec, evidence)
+
     def _count(self, views: Sequence[_View], policy: Any) -> Failure:
         limit = _get(policy, "max_steps", 200)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -331,7 +345,8 @@ RULES = (
     "trace.hash_commitments",
 )
 """Every rule, in the order :meth:`TracePolicyVerifier.verify` records them."""
-_VERDICT_KEYS = frozenset(VERDICT_ORDER)
+_VERDICT_KEYS = VERDICT_KEYS = frozenset(VERDICT_ORDER)
+holds_key, is_mapping = _holds_key, _is_mapping
 
 
 def _passing(count: int) -> VerificationResult:

@@ -1,0 +1,38 @@
+"""The settings of one ``ledger consume`` member (:class:`ConsumerConfig`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ConsumerConfig"]
+
+
+@dataclass
+class ConsumerConfig:
+    """Everything ``ledger consume`` can tune."""
+
+    bootstrap: str
+    topic: str
+    dlq_topic: str
+    group_id: str
+    host: str
+    max_records: int = 500
+    poll_timeout_ms: int = 500
+    batch_linger_ms: int = 50
+    """After a poll returns fewer than ``max_records``, keep polling this long to fill the batch."""
+    max_batch_bytes: int = 16_777_216
+    """Stop filling a batch once its record values reach this many bytes."""
+    max_in_flight: int = 2
+    """Audited batches committing or waiting to commit while the next one is audited (>= 1)."""
+    fetch_max_wait_ms: int = 100
+    max_message_bytes: int = 1_048_576
+    raw_inline_limit: int = 65_536
+    until_idle: float | None = None
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    group_instance_id: str | None = None
+    client_id: str = "ledger-consumer"
+    retry_initial: float = 0.2
+    retry_max: float = 10.0
+    kafka_commit_interval: float = 2.0

@@ -17,11 +17,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ledger_factories import audited
-
 from ledger.connect import libpq_url
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import OffsetAdvance
+from tests.helpers.ledger_factories import audited
 
 
 def append(url: str, worker: int, batches: int, per_batch: int, start_at: float, out: Path) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
 
 pytestmark = pytest.mark.integration
 

@@ -68,6 +68,13 @@ def publish_raw(bootstrap: str, topic: str, values: Sequence[bytes], *, key: byt
 
 def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[Any]:
     """At least ``expected`` records of ``topic`` from the beginning (no group), or what came in time."""
+    return read_until(bootstrap, topic, lambda records: len(records) >= expected, timeout)
+
+
+def read_until(
+    bootstrap: str, topic: str, done: Callable[[list[Any]], bool], timeout: float = 60.0
+) -> list[Any]:
+    """Records of ``topic`` from the beginning (no group) until ``done(records)`` or the deadline."""
 
     async def read() -> list[Any]:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
@@ -80,10 +87,10 @@ def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 30.0)
                 partitions = consumer.partitions_for_topic(topic) or set()
                 if not partitions:
                     await asyncio.sleep(0.2)
-            consumer.assign([TopicPartition(topic, p) for p in partitions])
+            consumer.assign([TopicPartition(topic, partition) for partition in partitions])
             await consumer.seek_to_beginning()
             records: list[Any] = []
-            while len(records) < expected and time.monotonic() < deadline:
+            while not done(records) and time.monotonic() < deadline:
                 batch = await consumer.getmany(timeout_ms=500)
                 records.extend(record for part in batch.values() for record in part)
             return records

@@ -22,13 +22,13 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import redis
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from consumers.publisher import SentRecord, publish_documents
@@ -42,6 +42,7 @@ from tests.helpers.consumer import (
     make_inputs,
     query,
     read_topic,
+    read_until,
     run_consumer,
     stored_offsets,
     submission_count,
@@ -220,35 +221,6 @@ def tree_problems(url: str) -> list[str]:
         if hashes and root_at(conn, size) != rfc6962_root([bytes.fromhex(h[2:]) for h in hashes]):
             return [f"the stored tree's root at size {size} is not the RFC 6962 root of the entries"]
     return []
-
-
-def read_until(
-    bootstrap: str, topic: str, done: Callable[[list[Any]], bool], timeout: float = 60.0
-) -> list[Any]:
-    """Records of ``topic`` from the beginning (no group) until ``done(records)`` or the deadline."""
-
-    async def read() -> list[Any]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            deadline = time.monotonic() + timeout
-            partitions: set[int] = set()
-            while not partitions and time.monotonic() < deadline:
-                await consumer.topics()
-                partitions = consumer.partitions_for_topic(topic) or set()
-                if not partitions:
-                    await asyncio.sleep(0.2)
-            consumer.assign([TopicPartition(topic, partition) for partition in partitions])
-            await consumer.seek_to_beginning()
-            records: list[Any] = []
-            while not done(records) and time.monotonic() < deadline:
-                batch = await consumer.getmany(timeout_ms=500)
-                records.extend(record for part in batch.values() for record in part)
-            return records
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(read())
 
 
 def dead_letter_sources(letters: Iterable[Any]) -> Counter[tuple[int, int]]:

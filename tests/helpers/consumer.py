@@ -12,6 +12,7 @@ import copy
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any
 import psycopg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from consumers.consumer import ConsumerConfig
 from consumers.publisher import publish_documents
 from ledger.connect import libpq_url
 from ledger.migration import upgrade
@@ -224,3 +226,32 @@ def run_consumer(
     status = process.wait(timeout)
     assert status == 0, process.log_path.read_text()[-3000:]
     return process
+
+
+def in_process_config(bootstrap: str, topic: str, max_records: int = 50) -> ConsumerConfig:
+    """An in-process consumer's settings for ``topic``: short timeouts and fast retries."""
+    return ConsumerConfig(
+        bootstrap=bootstrap,
+        topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        group_id=f"{topic}-group",
+        host=socket.gethostname(),
+        max_records=max_records,
+        until_idle=2.0,
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=300,
+        retry_initial=0.05,
+        retry_max=0.2,
+    )
+
+
+def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``ledger ARGS`` (``python -m cli``) in a fresh process with ``env`` added."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

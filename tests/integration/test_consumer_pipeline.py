@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.consumer import (
-    ROOT,
     assert_ledger_exact,
     consumer_env,
+    ledger_cli,
     make_inputs,
     publish,
     query,
@@ -21,19 +19,6 @@ from tests.helpers.consumer import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_n_published_bundles_become_exactly_n_submissions_with_their_steps(

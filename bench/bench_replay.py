@@ -41,7 +41,7 @@ from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs  # noqa:
 from ledger.connect import create_ledger_engine  # noqa: E402
 from ledger.migration import upgrade  # noqa: E402
 from ledger.replay.runner import run_replay  # noqa: E402
-from ledger.replay.source import Selection  # noqa: E402
+from ledger.replay.source import ReplaySelection  # noqa: E402
 from ledger.store.drafts import audit_envelope  # noqa: E402
 from ledger.store.ledger_store import LedgerStore  # noqa: E402
 from ledger.store.records import SubmissionDraft  # noqa: E402
@@ -116,7 +116,7 @@ def bench(url: str, args: argparse.Namespace) -> None:
         steps, seconds = build(url, args.submissions, ROOT / "samples" / "corpus")
         print(f"built {args.submissions:,} submissions, {steps:,} steps in {seconds:.1f}s")
     for jobs in args.jobs:
-        report, cpu = timed(lambda j=jobs: run_replay(engine, Selection(), jobs=j))
+        report, cpu = timed(lambda j=jobs: run_replay(engine, ReplaySelection(), jobs=j))
         assert report.ok, report.summary()
         figures(
             f"replay --jobs {jobs} ({report.summary()['identical_percent']}% identical)",

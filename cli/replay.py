@@ -157,7 +157,7 @@ _RUN_ERRORS = (LedgerError, psycopg.Error, sqlalchemy.exc.SQLAlchemyError, OSErr
 def run_replay_command(args: argparse.Namespace) -> int:
     """Replay, print the summary (or JSON), and exit 1 on divergence."""
     from ledger.replay.runner import run_replay
-    from ledger.replay.source import Selection, parse_since, resolve_submission
+    from ledger.replay.source import ReplaySelection, parse_since, resolve_submission
     from ledger.store.read import snapshot
 
     try:
@@ -174,7 +174,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
                 if submission is None:
                     print(f"ledger replay: no submission {args.submission!r}", file=sys.stderr)
                     return 2
-            selection = Selection(submission, args.market, since_seq, since_time)
+            selection = ReplaySelection(submission, args.market, since_seq, since_time)
             recorder = None
             if args.record:
                 from ledger.replay.record import ReplayRecorder

@@ -47,7 +47,7 @@ __all__ = [
     "OPTION_EXPRESSION",
     "OPTION_QUERY",
     "OPTION_VERIFY",
-    "ReasoningReplay",
+    "RerunComparison",
     "ReasoningRequest",
     "VerificationStatus",
     "derive_request",
@@ -209,7 +209,7 @@ def not_applicable_payload(
     }
 
 
-class ReasoningReplay(NamedTuple):
+class RerunComparison(NamedTuple):
     """``identical`` when the re-run reproduces the recorded ``result_hash``; ``diff`` says where not."""
 
     identical: bool
@@ -233,7 +233,7 @@ def _field_diff(recorded: Mapping[str, Any], replayed: Mapping[str, Any]) -> lis
 
 def replay_reasoning_entry(
     entry_payload: Mapping[str, Any], *, providers: Sequence[Provider] | None = None
-) -> ReasoningReplay:
+) -> RerunComparison:
     """Re-run a ``reasoning.verified`` payload and compare result hashes.
 
     By default the providers are :meth:`RecordedProviders.from_result` over the recorded
@@ -244,21 +244,21 @@ def replay_reasoning_entry(
     status = entry_payload.get("status")
     if status == "not_applicable":
         if "result" in entry_payload:
-            return ReasoningReplay(False, ["payload: not_applicable entry carries a result"])
-        return ReasoningReplay(True, [])
+            return RerunComparison(False, ["payload: not_applicable entry carries a result"])
+        return RerunComparison(True, [])
     task_block = entry_payload.get("task")
     if not isinstance(task_block, Mapping):
-        return ReasoningReplay(False, ["payload: no task block"])
+        return RerunComparison(False, ["payload: no task block"])
     stored = entry_payload.get("result")
     if not isinstance(stored, Mapping):
-        return ReasoningReplay(False, ["payload: no result"])
+        return RerunComparison(False, ["payload: no result"])
     try:
         recorded = ReasoningResult.model_validate(stored)
     except ValidationError as exc:
-        return ReasoningReplay(False, [f"payload: result is malformed: {exc.error_count()} error(s)"])
+        return RerunComparison(False, [f"payload: result is malformed: {exc.error_count()} error(s)"])
     query, expression = task_block.get("query"), task_block.get("expression")
     if not isinstance(query, str) or not isinstance(expression, str):
-        return ReasoningReplay(False, ["payload: task.query and task.expression must be strings"])
+        return RerunComparison(False, ["payload: task.query and task.expression must be strings"])
     diff: list[str] = []
     recorded_hash = to_hex(hash_canonical({k: v for k, v in stored.items() if k != "cached"}))
     if entry_payload.get("result_hash") != recorded_hash:
@@ -282,9 +282,9 @@ def replay_reasoning_entry(
             ),
         )
     except ReplayMissError as exc:
-        return ReasoningReplay(False, [*diff, f"replay miss: {exc}"])
+        return RerunComparison(False, [*diff, f"replay miss: {exc}"])
     except (TypeError, ValueError) as exc:
-        return ReasoningReplay(False, [*diff, f"task: {exc}"])
+        return RerunComparison(False, [*diff, f"task: {exc}"])
     finally:
         verifier.close()
     if replayed.result_hash() != recorded_hash:
@@ -292,4 +292,4 @@ def replay_reasoning_entry(
         diff.extend(_field_diff(_committed_result(recorded), _committed_result(replayed)))
     if status != status_of(replayed):
         diff.append(f"status: recorded {status} != replayed {status_of(replayed)}")
-    return ReasoningReplay(not diff, diff)
+    return RerunComparison(not diff, diff)

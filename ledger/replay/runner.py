@@ -36,7 +36,7 @@ from engine.pipeline import run_pipeline
 from engine.version import ENGINE_VERSION
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
-from ledger.replay.source import ReplayCase, Selection, count_selected, iter_replay_pages
+from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import submission_draft
 from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, snapshot
@@ -171,7 +171,7 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
 class ReplayReport:
     """Totals, the non-identical results (all results with ``keep_identical``), notes."""
 
-    selection: Selection
+    selection: ReplaySelection
     live: bool
     engine_version: str = ENGINE_VERSION
     counts: dict[str, int] = field(
@@ -282,7 +282,7 @@ def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Itera
 
 def run_replay(
     engine: Engine,
-    selection: Selection,
+    selection: ReplaySelection,
     *,
     live: bool = False,
     jobs: int = 1,

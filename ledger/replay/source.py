@@ -19,7 +19,7 @@ from psycopg import Connection
 
 __all__ = [
     "ReplayCase",
-    "Selection",
+    "ReplaySelection",
     "count_selected",
     "iter_replay_pages",
     "parse_since",
@@ -39,7 +39,7 @@ _REPLAYED_KINDS = [
 
 
 @dataclass(frozen=True)
-class Selection:
+class ReplaySelection:
     """Which submissions to replay: one, one market's, or all; optionally only recent ones."""
 
     submission: str | None = None
@@ -114,7 +114,7 @@ def resolve_submission(conn: Connection[Any], key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _where(selection: Selection) -> tuple[str, dict[str, Any]]:
+def _where(selection: ReplaySelection) -> tuple[str, dict[str, Any]]:
     clauses = ["e.kind = 'submission.received'", "e.global_seq > %(after)s"]
     params: dict[str, Any] = {}
     if selection.submission is not None:
@@ -129,7 +129,7 @@ def _where(selection: Selection) -> tuple[str, dict[str, Any]]:
     return " AND ".join(clauses), params
 
 
-def count_selected(conn: Connection[Any], selection: Selection) -> tuple[int, int]:
+def count_selected(conn: Connection[Any], selection: ReplaySelection) -> tuple[int, int]:
     """``(submissions, steps)`` the selection covers (for the progress bar)."""
     where, params = _where(selection)
     row = conn.execute(
@@ -192,7 +192,7 @@ def _load_page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[Repl
 
 
 def iter_replay_pages(
-    conn: Connection[Any], selection: Selection, page_size: int = PAGE_SIZE
+    conn: Connection[Any], selection: ReplaySelection, page_size: int = PAGE_SIZE
 ) -> Iterator[list[ReplayCase]]:
     """Pages of :class:`ReplayCase` in ledger order (audited submissions only)."""
     where, params = _where(selection)

@@ -13,7 +13,7 @@ from ledger.connect import create_ledger_engine
 from ledger.reasoning.stage import derive_request, result_payload
 from ledger.replay import reasoning as replay_reasoning
 from ledger.replay.runner import run_replay
-from ledger.replay.source import Selection
+from ledger.replay.source import ReplaySelection
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft
 from tests.helpers.replay import build_ledger, ledger_json, query, tamper
@@ -180,7 +180,7 @@ def test_without_the_reasoning_stage_its_entries_are_skipped_with_a_note(
     monkeypatch.setattr(replay_reasoning, "reasoning_stage", lambda: None)
     engine = create_ledger_engine(url)
     try:
-        report = run_replay(engine, Selection())
+        report = run_replay(engine, ReplaySelection())
     finally:
         engine.dispose()
 

@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 from sqlalchemy import Engine
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
-from consumers.kafka_settings import consumer_kwargs
+from consumers.consumer_config import consumer_kwargs
 from consumers.publisher import EnvelopePublisher, PreparedRecord, SentRecord, prepare_file
 from devstack.broker import EmbeddedBroker
 from devstack.postgres import EmbeddedPostgres

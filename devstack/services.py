@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from consumers.kafka_settings import consumer_kwargs
+from consumers.consumer_config import consumer_kwargs
 from devstack.broker import EmbeddedBroker
 from devstack.database import open_database
 from ledger.migration import WRITER_ROLE, require_head, require_role_member

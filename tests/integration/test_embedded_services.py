@@ -30,7 +30,7 @@ import redis
 import sqlalchemy
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from consumers.kafka_settings import consumer_kwargs
+from consumers.consumer_config import consumer_kwargs
 from devstack.broker import EmbeddedBroker, EmbeddedBrokerUnavailable
 from devstack.postgres import (
     EmbeddedPostgres,

@@ -255,7 +255,9 @@ def verify_checkpoints(
             for position, row in enumerate(rows):
                 expected = scan.frontier.size + 1 + position
                 if row["global_seq"] != expected:
-                    problems.append(LogProblem("entry_gap", f"entry global_seq {expected} is missing", expected))
+                    problems.append(
+                        LogProblem("entry_gap", f"entry global_seq {expected} is missing", expected)
+                    )
                     rows, gap = rows[:position], True
                     break
             while rows:
@@ -297,7 +299,9 @@ def verify_checkpoints(
             )
     for code, count in scan.counts.items():
         if count > MAX_REPORTS_PER_CODE:
-            problems.append(LogProblem(code, f"{count - MAX_REPORTS_PER_CODE} more {code} problems not listed"))
+            problems.append(
+                LogProblem(code, f"{count - MAX_REPORTS_PER_CODE} more {code} problems not listed")
+            )
     return problems
 
 

@@ -40,6 +40,7 @@ from devstack.postgres import (
     wait_pid_gone,
     write_state,
 )
+from devstack.server import EmbeddedServer
 
 # Variables tansu reads as defaults for its options (storage, listeners, telemetry).
 _TANSU_ENV = ("STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "CLUSTER_ID", "OTEL_", "SCHEMA_")
@@ -86,8 +87,10 @@ async def _fetch_metadata(bootstrap: str, timeout_ms: int) -> None:
         await client.close()
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(EmbeddedServer):
     """A tansu broker on 127.0.0.1 with in-memory storage."""
+
+    NAME = "embedded broker"
 
     def __init__(
         self,
@@ -112,23 +115,9 @@ class EmbeddedBroker:
         """The cluster id of the running broker (a fresh UUID per start; tansu's default is fixed)."""
 
     @property
-    def port(self) -> int:
-        """The TCP port; in detached mode, looked up from the state file if needed."""
-        if self._port is None and self.mode == "detached":
-            self.status()
-        if self._port is None:
-            raise EmbeddedServiceError("embedded broker is not started")
-        return self._port
-
-    @property
     def bootstrap(self) -> str:
         """``127.0.0.1:PORT`` for ``bootstrap_servers``."""
         return f"{LOOPBACK}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """The broker's pid, if known."""
-        return self._pid
 
     @property
     def state_file(self) -> Path:
@@ -307,10 +296,3 @@ class EmbeddedBroker:
             if proc.info["name"] == "tansu" and pid_alive(proc.pid) and self._is_our_broker(proc.pid, port):
                 return int(proc.pid)
         return None
-
-    def __enter__(self) -> EmbeddedBroker:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

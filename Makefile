@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit install clean bench
+.PHONY: run test lint typecheck imports unit install clean bench
 
 $(STAMP): pyproject.toml
 	@echo "[make] creating the virtualenv $(VENV)"
@@ -25,14 +25,18 @@ run: $(STAMP)
 	$(BIN)/ledger demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check engine ledger consumers api tests bench
-	$(BIN)/ruff format --check engine ledger consumers api tests bench
+	$(BIN)/ruff check engine ledger consumers api devstack cli tests bench
+	$(BIN)/ruff format --check engine ledger consumers api devstack cli tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy engine ledger consumers api
+	$(BIN)/mypy engine ledger consumers api devstack cli
 
-## The whole test suite: lint, types, unit, integration and end-to-end tests.
-test: lint typecheck
+## Import direction engine <- ledger <- consumers <- (api | devstack) <- cli (contracts in pyproject.toml).
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+## The whole test suite: lint, types, import contracts, unit, integration and end-to-end tests.
+test: lint typecheck imports
 	$(BIN)/pytest -q -p no:cacheprovider --durations=15
 
 unit: $(STAMP)

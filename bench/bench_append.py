@@ -37,9 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.version import ENGINE_VERSION
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
 from ledger.migration import upgrade
-from ledger.payloads import audit_payload, received_payload, step_draft, trace_step_entry, verdict_payload
-from ledger.records import EntryDraft, OffsetAdvance, OperationalInfo, SubmissionDraft
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.payloads import (
+    audit_payload,
+    received_payload,
+    step_draft,
+    trace_step_entry,
+    verdict_payload,
+)
+from ledger.store.records import EntryDraft, OffsetAdvance, OperationalInfo, SubmissionDraft
 
 HEX = "0x" + "ab" * 32
 
@@ -151,7 +157,7 @@ def server(url: str | None) -> Iterator[str]:
     if url:
         yield sqlalchemy_url(url)
         return
-    from ledger.embedded_postgres import EmbeddedPostgres
+    from devstack.postgres import EmbeddedPostgres
 
     with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp, EmbeddedPostgres(Path(tmp) / "data") as pg:
         yield pg.url

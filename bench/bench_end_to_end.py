@@ -49,11 +49,11 @@ sys.path.insert(0, str(ROOT))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
-from consumers.embedded_broker import EmbeddedBroker  # noqa: E402
 from consumers.publisher import PreparedRecord, prepare_document  # noqa: E402
+from devstack.broker import EmbeddedBroker  # noqa: E402
+from devstack.postgres import EmbeddedPostgres  # noqa: E402
 from engine.envelope import EnvelopeError  # noqa: E402
 from ledger.connect import libpq_url, sqlalchemy_url  # noqa: E402
-from ledger.embedded_postgres import EmbeddedPostgres  # noqa: E402
 from ledger.migration import upgrade  # noqa: E402
 
 HEADER = "bench.produced_at_ns"
@@ -204,7 +204,7 @@ def start_consumers(
         log = (log_dir / f"consumer{index}.log").open("wb")
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "consumers", "consume", *GROUP_TIMING, *CONSUMER_ARGS, *args],
+                [sys.executable, "-m", "cli", "consume", *GROUP_TIMING, *CONSUMER_ARGS, *args],
                 cwd=ROOT,
                 env={**os.environ, **env},
                 stdout=subprocess.DEVNULL,
@@ -397,7 +397,7 @@ def main() -> None:
             f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms (produce → commit)"
         )
         print(
-            f"design §9 target: >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
+            f"target (docs/architecture.md): >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
         )
 
 

@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.merkle.rfc6962 import Frontier, verify_consistency, verify_inclusion
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
-from ledger.hashing import chain_hashes, payload_hash
 from ledger.migration import upgrade
+from ledger.store.hashing import chain_hashes, payload_hash
 from ledger.translog.checkpoints import create_checkpoint
 from ledger.translog.leaves import entry_leaf_hash
 from ledger.translog.tree import (
@@ -67,7 +67,7 @@ def server(url: str | None) -> Iterator[str]:
     if url:
         yield sqlalchemy_url(url)
         return
-    from ledger.embedded_postgres import EmbeddedPostgres
+    from devstack.postgres import EmbeddedPostgres
 
     with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp, EmbeddedPostgres(Path(tmp) / "data") as pg:
         yield pg.url

@@ -11,10 +11,10 @@ embedded PostgreSQL is started in a temporary directory (fsync off) and removed 
 
 Then, timed (wall clock and CPU seconds of this process; worker CPU is not in the latter):
 
-* ``replay``: :func:`ledger.replay.run_replay` over every submission, once per ``--jobs`` value;
+* ``replay``: :func:`ledger.replay.runner.run_replay` over every submission, once per ``--jobs`` value;
   figures are replayed steps/s and submissions/s (every submission runs the whole pipeline: there
   is no cache);
-* ``verify``: :func:`ledger.verify.run_verify` without the transparency log, once per ``--jobs``
+* ``verify``: :func:`ledger.verify.runner.run_verify` without the transparency log, once per ``--jobs``
   value, then with it after a tree catch-up (``ledger checkpoint`` needs a key; the tree is
   extended unsigned here): verified entries/s and steps/s.
 
@@ -37,15 +37,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from consumers.audit import audit_envelope  # noqa: E402
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs  # noqa: E402
 from ledger.connect import create_ledger_engine  # noqa: E402
 from ledger.migration import upgrade  # noqa: E402
-from ledger.records import SubmissionDraft  # noqa: E402
-from ledger.replay import run_replay  # noqa: E402
-from ledger.replay_source import Selection  # noqa: E402
-from ledger.store import LedgerStore  # noqa: E402
-from ledger.verify import run_verify  # noqa: E402
+from ledger.replay.runner import run_replay  # noqa: E402
+from ledger.replay.source import ReplaySelection  # noqa: E402
+from ledger.store.drafts import audit_envelope  # noqa: E402
+from ledger.store.ledger_store import LedgerStore  # noqa: E402
+from ledger.store.records import SubmissionDraft  # noqa: E402
+from ledger.verify.runner import run_verify  # noqa: E402
 
 
 def corpus(directory: Path) -> list[dict[str, Any]]:
@@ -116,7 +116,7 @@ def bench(url: str, args: argparse.Namespace) -> None:
         steps, seconds = build(url, args.submissions, ROOT / "samples" / "corpus")
         print(f"built {args.submissions:,} submissions, {steps:,} steps in {seconds:.1f}s")
     for jobs in args.jobs:
-        report, cpu = timed(lambda j=jobs: run_replay(engine, Selection(), jobs=j))
+        report, cpu = timed(lambda j=jobs: run_replay(engine, ReplaySelection(), jobs=j))
         assert report.ok, report.summary()
         figures(
             f"replay --jobs {jobs} ({report.summary()['identical_percent']}% identical)",
@@ -161,7 +161,7 @@ def main() -> None:
     if args.database_url:
         bench(args.database_url, args)
         return
-    from ledger.embedded_postgres import EmbeddedPostgres
+    from devstack.postgres import EmbeddedPostgres
 
     data_dir = Path(tempfile.mkdtemp(prefix="bench-replay-pg-"))
     server = EmbeddedPostgres(data_dir / "data", durable=False)

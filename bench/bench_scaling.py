@@ -11,7 +11,7 @@ stopped at the end; every part gets a fresh, migrated database.
   source allowed and targeted; ``multi_source_quorum`` with ``max_sources`` = items and a majority
   quorum, ``single_best`` for one item). Timed: ``engine.pipeline.run_pipeline`` (bundles/s, µs per
   evidence item, trace steps per bundle) and ``LedgerStore.append_batch`` of the consumer's drafts
-  (``consumers.audit.submission_draft``), canonicalisation, hashing and tree upkeep included.
+  (``ledger.store.drafts.submission_draft``), canonicalisation, hashing and tree upkeep included.
 * ledger size: one ledger grown with 5-item submissions; at ~1k, 10k and 100k entries, timed:
   ``inclusion_proof_at``, ``consistency_proof_at`` and ``root_at`` (``ledger.translog.tree``; the
   sampled proofs are verified afterwards) and an append window of ``--window`` entries (after a
@@ -54,14 +54,14 @@ from common import (  # noqa: E402
     text_table,
 )
 
-from consumers.audit import audit_envelope, submission_draft  # noqa: E402
 from engine.envelope import DecodedEnvelope, decode_envelope, wrap_inputs  # noqa: E402
 from engine.merkle.rfc6962 import verify_consistency, verify_inclusion  # noqa: E402
 from engine.pipeline import run_pipeline  # noqa: E402
-from ledger.append import prepare  # noqa: E402
 from ledger.connect import create_ledger_engine  # noqa: E402
-from ledger.records import EntryDraft, OffsetAdvance, SubmissionDraft  # noqa: E402
-from ledger.store import LedgerStore  # noqa: E402
+from ledger.store.append import prepare  # noqa: E402
+from ledger.store.drafts import audit_envelope, submission_draft  # noqa: E402
+from ledger.store.ledger_store import LedgerStore  # noqa: E402
+from ledger.store.records import EntryDraft, OffsetAdvance, SubmissionDraft  # noqa: E402
 from ledger.translog.leaves import entry_leaf_hash  # noqa: E402
 from ledger.translog.tree import consistency_proof_at, inclusion_proof_at, root_at, tree_size  # noqa: E402
 

@@ -58,7 +58,7 @@ def free_port() -> int:
 
 def start_server(url: str, port: int, token: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "LEDGER_DATABASE_URL": url, "LEDGER_API_TOKEN": token, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "consumers.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "cli", "serve", "--port", str(port)]
     with log.open("wb") as handle:
         process = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 60

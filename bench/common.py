@@ -66,7 +66,7 @@ def postgres_server(url: str | None, *, durable: bool = True) -> Iterator[str]:
     if url:
         yield sqlalchemy_url(url)
         return
-    from ledger.embedded_postgres import EmbeddedPostgres
+    from devstack.postgres import EmbeddedPostgres
 
     with (
         tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp,

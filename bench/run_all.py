@@ -5,7 +5,7 @@ Run:  .venv/bin/python bench/run_all.py [--quick] [--write-readme] [--only NAME 
 Each ``bench/bench_*.py`` runs as its own subprocess (own embedded servers, own process), one after
 the other; the key figures are taken from its ``--json`` line when it has one, else parsed from its
 printed lines. A missing or failing script is reported as "not available", never fatal. Prints a
-summary (figure, value, unit, design §9 target, ratio where ≥ 1 meets the target) and the machine;
+summary (figure, value, unit, target from docs/architecture.md, ratio where ≥ 1 meets the target) and the machine;
 writes the full report to ``docs/benchmarks.md`` (unless ``--only`` or ``--no-docs``); with
 ``--write-readme`` replaces the block between ``<!-- bench:start -->`` and ``<!-- bench:end -->``
 in README.md and nothing else. ``--quick`` passes smaller sizes to the slow scripts.
@@ -325,7 +325,7 @@ def summary_rows(runs: dict[str, Run]) -> list[list[str]]:
     return rows
 
 
-SUMMARY_HEADERS = ["Figure", "Value", "Unit", "Target (design §9)", "Ratio"]
+SUMMARY_HEADERS = ["Figure", "Value", "Unit", "Target (docs/architecture.md)", "Ratio"]
 SUMMARY_ALIGN = "lrllr"
 
 
@@ -394,7 +394,7 @@ def docs_report(
         "",
         "Ratio: value ÷ target for throughputs, target ÷ value for latencies, so ≥ 1 meets the target. "
         "The append target is the raw JSONB COPY of the same rows on the same server (bench_append.py); "
-        "COPY is compared with the 50–80 k rows/s physical limit of design §9.",
+        "COPY is compared with the 50–80 k rows/s physical limit in docs/architecture.md.",
         *latency_note(runs),
         "",
         "## Cost vs bundle size",
@@ -402,7 +402,7 @@ def docs_report(
         "`bench/bench_scaling.py`: `samples/corpus/18_quorum_met.json` widened to N evidence items "
         "(distinct ids, sources and receipts, consistent bodies, prices within a few dollars, majority "
         "quorum); `run_pipeline` timed on one bundle, then `LedgerStore.append_batch` of the consumer's "
-        "drafts (`consumers.audit.submission_draft`) in batches of 20 submissions, canonicalisation, "
+        "drafts (`ledger.store.drafts.submission_draft`) in batches of 20 submissions, canonicalisation, "
         "hashing and tree upkeep included, fsync on.",
         "",
         bundle or f"{NA}: {runs['scaling'].status if 'scaling' in runs else 'not run'}",
@@ -435,7 +435,7 @@ def docs_report(
     parts += [
         "## Not measured here",
         "",
-        "- Memory under a backlog of 1,000,000 bundles (design §9): no benchmark script covers it yet.",
+        "- Memory under a backlog of 1,000,000 bundles (docs/architecture.md): no benchmark script covers it yet.",
         "",
     ]
     return "\n".join(parts)

@@ -30,8 +30,8 @@ from ledger.errors import (
     StaleOffsetError,
     UnstorableRecordError,
 )
-from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
-from ledger.source_log import SourceIdentity, SourceResolution
+from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.store.source_log import SourceIdentity, SourceResolution
 
 __all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "CommitChain", "LedgerPort", "PreparedBatch"]
 
@@ -49,7 +49,7 @@ FATAL_LEDGER_ERRORS = (
 
 
 class LedgerPort(Protocol):
-    """The part of :class:`ledger.store.LedgerStore` the consumer uses."""
+    """The part of :class:`ledger.store.ledger_store.LedgerStore` the consumer uses."""
 
     def append_batch(
         self, submissions: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance] = ()

@@ -47,7 +47,7 @@ from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
 from consumers.source_log import SourceIdentity, SourceTracker, ends_below
-from ledger.records import OffsetAdvance
+from ledger.store.records import OffsetAdvance
 
 __all__ = ["ConsumerConfig", "LedgerConsumer", "LedgerPort"]
 

@@ -1,10 +1,11 @@
-"""The settings of one ``ledger consume`` member (:class:`ConsumerConfig`)."""
+"""The settings of one ``ledger consume`` member (:class:`ConsumerConfig`) and the recommended
+aiokafka group timing for the broker in use (:func:`consumer_kwargs`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ConsumerConfig"]
+__all__ = ["ConsumerConfig", "consumer_kwargs"]
 
 
 @dataclass
@@ -36,3 +37,15 @@ class ConsumerConfig:
     retry_initial: float = 0.2
     retry_max: float = 10.0
     kafka_commit_interval: float = 2.0
+
+
+def consumer_kwargs(*, embedded: bool) -> dict[str, int]:
+    """Group timing kwargs for ``AIOKafkaConsumer``.
+
+    The embedded tansu broker's join and rebalance time scales with ``session_timeout_ms``
+    (5 s at aiokafka's defaults, 1 s at 2000/300; below 500 ms it never settles), so embedded
+    use gets short timeouts. Real Kafka keeps aiokafka's defaults.
+    """
+    if embedded:
+        return {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}
+    return {"session_timeout_ms": 10000, "heartbeat_interval_ms": 3000}

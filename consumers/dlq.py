@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaProducer
 
 from consumers.processing import Rejection
-from ledger.records import DeadLetterCoordinates, OperationalInfo
+from ledger.store.records import DeadLetterCoordinates, OperationalInfo
 
 __all__ = ["DeadLetterSender"]
 

@@ -1,4 +1,4 @@
-"""Structured logs: one JSON object per line on stderr (stdlib ``logging`` only).
+"""Structured logs: one JSON object per line on stderr (``python-json-logger``).
 
 Fields: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``event`` (the message), then every key
 passed through ``extra=`` (for example ``topic``, ``partition``, ``offset``, ``reason``), and
@@ -7,51 +7,42 @@ passed through ``extra=`` (for example ``topic``, ``partition``, ``offset``, ``r
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from pythonjsonlogger.json import JsonFormatter
+
 __all__ = ["JsonLineFormatter", "configure_logging"]
 
-# Attributes every LogRecord has; anything else on a record came from ``extra=``.
-_STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message",
-    "asctime",
-    "taskName",
-}
 
+class JsonLineFormatter(JsonFormatter):
+    """Format a record as one compact line of JSON with the field names above."""
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, dict):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    return str(value)
+    def __init__(self) -> None:
+        """Compact separators, raw UTF-8, anything unserialisable as its ``str``."""
+        super().__init__(
+            "%(name)s %(levelname)s %(message)s",
+            rename_fields={"name": "logger", "levelname": "level", "message": "event", "exc_info": "exc"},
+            json_serializer=functools.partial(json.dumps, separators=(",", ":")),
+            json_default=str,
+            json_ensure_ascii=False,
+        )
 
-
-class JsonLineFormatter(logging.Formatter):
-    """Format a record as one line of JSON."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """The record as a compact JSON object without a trailing newline."""
-        line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC)
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        """``ts`` first, the level in lower case."""
+        log_data["ts"] = (
+            datetime.fromtimestamp(record.created, UTC)
             .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": record.getMessage(),
-        }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD_ATTRS and not key.startswith("_"):
-                line[key] = _jsonable(value)
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
+            .replace("+00:00", "Z")
+        )
+        super().add_fields(log_data, record, message_dict)
+        log_data["level"] = record.levelname.lower()
 
 
 def configure_logging(level: str = "info", stream: TextIO | None = None) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from consumers.processing import Outcome, Rejection
-from ledger.records import AppendResult
+from ledger.store.records import AppendResult
 
 __all__ = ["ConsumerMetrics"]
 

@@ -43,7 +43,7 @@ from engine.por_pack.parts import MANIFEST_PATH, PART_MODELS
 from engine.por_pack.stored import StoredPackError, make_stored_pack, parts_from_stored
 from engine.schemas import PoRBundle, StrictModel
 from engine.version import ENGINE_VERSION
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [
     "POR_ENVELOPE_SCHEMA_ID",

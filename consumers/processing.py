@@ -8,7 +8,6 @@ to send first). Everything here is synchronous and CPU-bound; the consumer runs 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -17,11 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from consumers.por_envelope import is_por_record
+from engine.canonical import sha256_hex
 from engine.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
 from engine.limits import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, storable_id, storable_text
 from engine.version import ENGINE_VERSION
-from ledger.payloads import rejection_payload
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.payloads import rejection_payload
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 __all__ = [
     "Audited",
@@ -114,10 +114,6 @@ def rejection_key(topic: str, partition: int, offset: int, incarnation: int = 1)
     return key if incarnation == 1 else f"{key}@{incarnation}"
 
 
-def _sha256_hex(data: bytes) -> str:
-    return "0x" + hashlib.sha256(data).hexdigest()
-
-
 def _best_effort_ids(raw: bytes | None) -> tuple[str | None, str | None]:
     """Market and bundle ids of a refused record when they can be read at all (for SQL queries).
 
@@ -178,7 +174,7 @@ def dlq_headers(
         "group": context.group,
         "host": context.host,
         "engine_version": ENGINE_VERSION,
-        "value.sha256": _sha256_hex(raw),
+        "value.sha256": sha256_hex(raw),
         "value.bytes": str(len(raw)),
         "value.omitted": "true" if value_omitted else "false",
     }

@@ -33,7 +33,7 @@ from aiokafka.protocol.types import (
 
 from consumers.metrics import ConsumerMetrics
 from ledger.errors import SourceLogUndecidedError
-from ledger.source_log import SourceIdentity, SourceResolution
+from ledger.store.source_log import SourceIdentity, SourceResolution
 
 __all__ = ["SourceIdentity", "SourceTracker", "observe_source"]
 
@@ -238,7 +238,7 @@ class SourceTracker:
         topic: str,
         host: str,
     ) -> None:
-        """``store`` offers ``resolve_source`` (:class:`ledger.store.LedgerStore`)."""
+        """``store`` offers ``resolve_source`` (:class:`ledger.store.ledger_store.LedgerStore`)."""
         self.client = client
         self.store = store
         self.metrics = metrics

@@ -464,6 +464,11 @@ def hash_concat(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(left + right).digest()
 
 
+def sha256_hex(data: bytes) -> str:
+    """``0x`` + lowercase hex SHA-256 of ``data``: the one hex-digest helper."""
+    return "0x" + hashlib.sha256(data).hexdigest()
+
+
 def to_hex(digest: bytes) -> str:
     """``0x`` + lowercase hex."""
     return "0x" + bytes(digest).hex()

@@ -8,7 +8,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 
 # pg_advisory_xact_lock key (advisory locks are scoped to one database). Appends do not use one:
-# any login may hold any advisory key, so they lock ledger_store.append_lock (ledger.append).
+# any login may hold any advisory key, so they lock ledger_store.append_lock (ledger.store.append).
 MIGRATION_LOCK_KEY = 0x4C45444745520002  # "LEDGER" 0002: serialises concurrent `ledger migrate`
 
 

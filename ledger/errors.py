@@ -1,6 +1,6 @@
 """The ledger's error vocabulary.
 
-Driver errors (psycopg, SQLAlchemy) are translated at the edge of :mod:`ledger.store`, so callers
+Driver errors (psycopg, SQLAlchemy) are translated at the edge of :mod:`ledger.store.ledger_store`, so callers
 handle "conflict", "stale consumer" or "retry later", never driver internals. Every error carries a
 machine ``code``, a human ``message`` and, where one applies, a ``field_path``.
 """
@@ -30,7 +30,7 @@ class IdempotencyConflictError(LedgerError):
     """An idempotency key that is already stored was offered with different content.
 
     The conflict is recorded in ``ledger_store.idempotency_conflicts`` before this is raised (by
-    :meth:`ledger.records.AppendResult.raise_for_conflict`); the stored submission stands.
+    :meth:`ledger.store.records.AppendResult.raise_for_conflict`); the stored submission stands.
     """
 
     code = "idempotency_conflict"
@@ -57,7 +57,7 @@ class StaleOffsetError(LedgerError):
     """A consumer offset would move backwards: another consumer owns the partition now.
 
     The whole batch transaction was rolled back; the caller must drop its assignment and re-seek
-    from :meth:`ledger.store.LedgerStore.load_offsets`. This fences zombie consumers.
+    from :meth:`ledger.store.ledger_store.LedgerStore.load_offsets`. This fences zombie consumers.
     """
 
     code = "stale_offset"

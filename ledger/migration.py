@@ -1,4 +1,4 @@
-"""Run the Alembic migrations programmatically (``ledger migrate``, :func:`ledger.database.open_database`)."""
+"""Run the Alembic migrations programmatically (``ledger migrate``, :func:`devstack.database.open_database`)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,17 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData
 
 from ledger.connect import create_ledger_engine
-from ledger.models import STORE_SCHEMA, metadata
+from ledger.store.models import STORE_SCHEMA, metadata
 
 # Shipped inside the package (env.py, script.py.mako, versions/), so a wheel migrates like a checkout.
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MANAGED_SCHEMAS = frozenset({STORE_SCHEMA})
-# Modules that register tables on ledger.models.metadata (imported if present; add yours here).
-MODEL_MODULES: tuple[str, ...] = ("ledger.models", "ledger.translog.tables", "ledger.privilege_tables")
+# Modules that register tables on ledger.store.models.metadata (imported if present; add yours here).
+MODEL_MODULES: tuple[str, ...] = (
+    "ledger.store.models",
+    "ledger.translog.tables",
+    "ledger.store.privilege_tables",
+)
 
 
 def target_metadata() -> MetaData:

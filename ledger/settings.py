@@ -1,4 +1,4 @@
-"""Runtime configuration from ``LEDGER_*`` environment variables (design §7)."""
+"""Runtime configuration from ``LEDGER_*`` environment variables (docs/architecture.md, Configuration)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.services"]
+pytest_plugins = ["tests.helpers.services"]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -15,14 +15,13 @@ source list in the auditor's evidence summary, which the judge copies into
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.canonical import hash_canonical, to_hex
+from engine.canonical import hash_canonical, sha256_hex, to_hex
 from engine.schemas import DeterministicVerdict
 
 __all__ = ["MAX_ORDERINGS", "OrderSearch", "settle_verdict_hash"]
@@ -38,10 +37,6 @@ class OrderSearch:
     status: Literal["ok", "warn", "failed", "unverifiable"]
     recomputed: str
     details: dict[str, Any] = field(default_factory=dict)
-
-
-def _sha_text(text: str) -> str:
-    return "0x" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _sources(justification: object) -> tuple[list[str], re.Match[str] | None]:
@@ -70,7 +65,9 @@ def settle_verdict_hash(verdict: DeterministicVerdict, claimed: str) -> OrderSea
         return OrderSearch(
             "unverifiable", as_written, {**base, "orders_needed": total, "limit": MAX_ORDERINGS}
         )
-    rehash = isinstance(justification, str) and verdict.justification_hash == _sha_text(justification)
+    rehash = isinstance(justification, str) and verdict.justification_hash == sha256_hex(
+        justification.encode("utf-8")
+    )
     source_orders: list[tuple[str, ...]] = list(itertools.permutations(sources)) if match else [()]
     for source_order in source_orders:
         metadata = dict(verdict.metadata)
@@ -80,7 +77,7 @@ def settle_verdict_hash(verdict: DeterministicVerdict, claimed: str) -> OrderSea
             metadata["justification"] = text
             update = {"metadata": metadata}
             if rehash:
-                update["justification_hash"] = _sha_text(text)
+                update["justification_hash"] = sha256_hex(text.encode("utf-8"))
         for ref_order in itertools.permutations(refs):
             candidate = verdict.model_copy(update={**update, "selected_leaf_refs": list(ref_order)})
             if to_hex(hash_canonical(candidate)) == claimed.lower():

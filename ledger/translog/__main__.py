@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger.cli.translog import add_audit_command
+from ledger.translog.audit_command import add_audit_command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
 from engine.merkle.rfc6962 import verify_consistency
-from ledger.models import STORE_SCHEMA
+from ledger.store.models import STORE_SCHEMA
 from ledger.translog.db import Database, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import (

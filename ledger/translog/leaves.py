@@ -1,7 +1,7 @@
 """What a leaf of the ledger's RFC 6962 tree is, recomputable by anyone from an entry's columns.
 
 Leaf ``i`` (0-based) is the entry with ``global_seq = i + 1``; its leaf input ``d`` is the 32 raw
-bytes of the entry's ``entry_hash`` (:func:`ledger.hashing.merkle_leaf_data`), so its leaf hash is
+bytes of the entry's ``entry_hash`` (:func:`ledger.store.hashing.merkle_leaf_data`), so its leaf hash is
 ``SHA-256(0x00 || entry_hash bytes)``. ``entry_hash`` commits to the submission id (the stream),
 ``stream_seq``, ``kind``, ``payload_hash``, ``prev_hash`` and ``engine_version``; ``payload_hash``
 is the SHA-256 of the stored canonical payload text. A verifier that holds an entry's columns
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.merkle.rfc6962 import leaf_hash
-from ledger.hashing import entry_hash, merkle_leaf_data, payload_hash
+from ledger.store.hashing import entry_hash, merkle_leaf_data, payload_hash
 
 __all__ = [
     "ENTRY_FIELDS",

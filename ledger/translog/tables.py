@@ -8,7 +8,7 @@
 * ``merkle_checkpoints``: every signed checkpoint, with the signed note verbatim. The signing key
   is never stored; the public key is not either (an auditor must get it from elsewhere).
 
-Registered on the store's :data:`ledger.models.metadata` so the autogenerate comparison sees them.
+Registered on the store's :data:`ledger.store.models.metadata` so the autogenerate comparison sees them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from sqlalchemy import (
     func,
 )
 
-from ledger.models import STORE_SCHEMA, metadata
+from ledger.store.models import STORE_SCHEMA, metadata
 
 __all__ = ["CHECKPOINTS", "NODES", "merkle_checkpoints", "merkle_nodes"]
 

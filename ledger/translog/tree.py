@@ -25,7 +25,8 @@ from engine.merkle.rfc6962 import (
     perfect_subtree_ranges,
     root_from_subtrees,
 )
-from ledger.models import STORE_SCHEMA
+from ledger.store.models import STORE_SCHEMA
+from ledger.store.records import ENTRY_WRITE_COLUMNS
 from ledger.translog.db import Database, run, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 
@@ -200,10 +201,7 @@ def append_entries_to_tree(db: Database, entries: Sequence[Any]) -> Frontier | N
     return extend_tree(db, leaves, first - 1)
 
 
-ENTRY_COLUMNS = (
-    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, "
-    "entry_hash, engine_version"
-)
+ENTRY_COLUMNS = ENTRY_WRITE_COLUMNS  # every committed column, in the order the store writes them
 
 
 def read_entries(

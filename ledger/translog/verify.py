@@ -34,14 +34,14 @@ from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_le
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
 from ledger.translog.tree import fetch_nodes, node_key, read_entries, tree_size
 
-__all__ = ["Problem", "default_public_key", "verify_checkpoints"]
+__all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
 
 SCAN_BATCH = 5000
 MAX_REPORTS_PER_CODE = 20
 
 
 @dataclass(frozen=True)
-class Problem:
+class LogProblem:
     """One thing wrong with the log: a machine ``code``, a message, and where it is."""
 
     code: str
@@ -88,13 +88,13 @@ def _connection(target: Database | Engine) -> Iterator[Database]:
         connection.rollback()
 
 
-def _open(label: str, note: str, public_key: Ed25519PublicKey | None, problems: list[Problem]) -> Any:
+def _open(label: str, note: str, public_key: Ed25519PublicKey | None, problems: list[LogProblem]) -> Any:
     try:
         if public_key is not None:
             return open_checkpoint(note, public_key)
         return parse_checkpoint_text(parse_signed_note(note).text)
     except NoteError as exc:
-        problems.append(Problem("checkpoint_invalid", f"{label}: {exc}", checkpoint=label))
+        problems.append(LogProblem("checkpoint_invalid", f"{label}: {exc}", checkpoint=label))
         return None
 
 
@@ -102,7 +102,7 @@ def _collect_targets(
     connection: Database,
     public_key: Ed25519PublicKey | None,
     external_notes: Sequence[tuple[str, str]],
-    problems: list[Problem],
+    problems: list[LogProblem],
 ) -> list[_Target]:
     targets: list[_Target] = []
     last_size = -1
@@ -115,7 +115,7 @@ def _collect_targets(
             row.origin,
         ):
             problems.append(
-                Problem(
+                LogProblem(
                     "checkpoint_row_mismatch",
                     f"{label}: columns differ from the signed note",
                     checkpoint=label,
@@ -123,7 +123,7 @@ def _collect_targets(
             )
         if row.tree_size < last_size:
             problems.append(
-                Problem(
+                LogProblem(
                     "checkpoint_rollback",
                     f"{label} has size {row.tree_size}, below an earlier checkpoint's {last_size}",
                     checkpoint=label,
@@ -142,7 +142,7 @@ def _collect_targets(
         seen = by_size.setdefault(target.tree_size, target)
         if seen.root_hash != target.root_hash:
             problems.append(
-                Problem(
+                LogProblem(
                     "split_view",
                     f"{seen.label} and {target.label} sign different roots for size {target.tree_size}",
                     checkpoint=target.label,
@@ -161,9 +161,9 @@ class _Scan:
             None  # (global_seq, submission) of first leaf differing from the tree
         )
         self.counts: dict[str, int] = {}
-        self.problems: list[Problem] = []
+        self.problems: list[LogProblem] = []
 
-    def report(self, problem: Problem) -> None:
+    def report(self, problem: LogProblem) -> None:
         count = self.counts.get(problem.code, 0) + 1
         self.counts[problem.code] = count
         if count <= MAX_REPORTS_PER_CODE:
@@ -182,7 +182,7 @@ class _Scan:
                 mismatch, leaf = exc, b"\xff" * 32
             if mismatch is not None:
                 message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
-                self.report(Problem(mismatch.code, message, seq, submission))
+                self.report(LogProblem(mismatch.code, message, seq, submission))
             self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
             if seq <= self.stored_size:
                 completed.extend((seq, submission, node_key(s.start, s.end), s.hash) for s in subtrees)
@@ -199,7 +199,7 @@ class _Scan:
                     self.first_bad = (seq, submission)
                 what = "is missing" if found is None else "differs from the entry's recomputed leaf"
                 self.report(
-                    Problem(
+                    LogProblem(
                         "leaf_mismatch",
                         f"tree leaf {seq - 1} {what}: entry global_seq {seq} (submission {submission})",
                         seq,
@@ -208,7 +208,7 @@ class _Scan:
                 )
             elif seq not in leaf_bad:
                 self.report(
-                    Problem(
+                    LogProblem(
                         "node_mismatch",
                         f"tree node level {key[0]} idx {key[1]} is missing or wrong",
                         seq,
@@ -223,15 +223,15 @@ def verify_checkpoints(
     *,
     public_key: Ed25519PublicKey | None = None,
     external_notes: Sequence[tuple[str, str]] = (),
-) -> list[Problem]:
+) -> list[LogProblem]:
     """Check every stored checkpoint (and ``external_notes``: ``(name, note)``) against the entries."""
     key = public_key if public_key is not None else default_public_key()
-    problems: list[Problem] = []
+    problems: list[LogProblem] = []
     with _connection(target) as connection:
         if key is None and (external_notes or latest_checkpoint(connection) is not None):
             # warn only when a signature went unchecked: with no checkpoint there is none to check
             problems.append(
-                Problem(
+                LogProblem(
                     "signatures_unchecked",
                     "no public key: checkpoint signatures were not verified",
                     severity="warning",
@@ -255,7 +255,9 @@ def verify_checkpoints(
             for position, row in enumerate(rows):
                 expected = scan.frontier.size + 1 + position
                 if row["global_seq"] != expected:
-                    problems.append(Problem("entry_gap", f"entry global_seq {expected} is missing", expected))
+                    problems.append(
+                        LogProblem("entry_gap", f"entry global_seq {expected} is missing", expected)
+                    )
                     rows, gap = rows[:position], True
                     break
             while rows:
@@ -274,7 +276,7 @@ def verify_checkpoints(
         stored = scan.frontier.size
         for item in pending:
             problems.append(
-                Problem(
+                LogProblem(
                     "entries_missing",
                     f"{item.label} covers {item.tree_size} entries, but only {stored} are stored",
                     checkpoint=item.label,
@@ -282,14 +284,14 @@ def verify_checkpoints(
             )
         if scan.stored_size > stored:
             problems.append(
-                Problem(
+                LogProblem(
                     "tree_ahead",
                     f"the tree holds {scan.stored_size} leaves but only {stored} entries are stored",
                 )
             )
         elif scan.stored_size < stored:
             problems.append(
-                Problem(
+                LogProblem(
                     "tree_behind",
                     f"entries {scan.stored_size + 1}..{stored} are not in the tree yet (run ledger checkpoint)",
                     severity="warning",
@@ -297,15 +299,17 @@ def verify_checkpoints(
             )
     for code, count in scan.counts.items():
         if count > MAX_REPORTS_PER_CODE:
-            problems.append(Problem(code, f"{count - MAX_REPORTS_PER_CODE} more {code} problems not listed"))
+            problems.append(
+                LogProblem(code, f"{count - MAX_REPORTS_PER_CODE} more {code} problems not listed")
+            )
     return problems
 
 
-def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target], split: bool) -> Problem:
+def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target], split: bool) -> LogProblem:
     head = f"{item.label} (size {item.tree_size}) signs root 0x{item.root_hash.hex()}, but the stored entries hash to 0x{root.hex()}"
     if scan.first_bad is not None and scan.first_bad[0] <= item.tree_size:
         seq, submission = scan.first_bad
-        return Problem(
+        return LogProblem(
             "checkpoint_root_mismatch",
             f"{head}; first bad leaf: index {seq - 1}, entry global_seq {seq}, submission {submission}",
             seq,
@@ -320,7 +324,7 @@ def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target
     why = f" ({bound.label} of size {bound.tree_size} still matches)" if bound else ""
     if split:
         why += "; the log signed two roots for one size, so only exported checkpoints bound it"
-    return Problem(
+    return LogProblem(
         "checkpoint_root_mismatch",
         f"{head}; the stored tree matches the entries, so it was rewritten too: the altered entry "
         f"has global_seq in {first}..{item.tree_size}{why}",

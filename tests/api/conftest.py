@@ -23,15 +23,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from consumers.audit import audit_envelope
 from engine.envelope import decode_envelope, wrap_inputs
 from ledger.connect import create_ledger_engine
 from ledger.migration import upgrade
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import StoredCheckpoint, create_checkpoint
 from ledger.translog.note import verifier_key
-from tests.fixtures.services import PgServer, fresh_database
-from tests.integration.ledger_factories import audited, rejected
+from tests.helpers.ledger_factories import audited, rejected
+from tests.helpers.services import PgServer, fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "samples" / "corpus"
@@ -98,7 +98,7 @@ def start_server(
     env.pop("LEDGER_API_TOKEN", None)
     if token is not None:
         env["LEDGER_API_TOKEN"] = token
-    command = [sys.executable, "-m", "consumers.cli", "serve", "--host", host, "--port", str(port)]
+    command = [sys.executable, "-m", "cli", "serve", "--host", host, "--port", str(port)]
     with log_path.open("wb") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 

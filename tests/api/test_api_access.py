@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from api.app import create_app
 from api.binding import AccessError, check_bind, is_loopback
 from api.db import ReaderSetupError, reader_engine
-from consumers.cli import main
+from cli.main import main
 from ledger.connect import libpq_url
 from tests.api.conftest import (
     ROOT,
@@ -49,7 +49,9 @@ def test_a_public_address_without_a_token_is_refused(
 
 
 def test_without_the_api_extra_the_cli_still_works_and_serve_names_the_extra() -> None:
-    blocked = "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None; from consumers.cli import main"
+    blocked = (
+        "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None; from cli.main import main"
+    )
     code = blocked + "; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("LEDGER_API_TOKEN", None)

@@ -154,7 +154,7 @@ def test_made_up_methods_do_not_grow_the_metric_labels(served: ServedLedger) -> 
 
 
 def test_every_stored_status_can_be_filtered_on(served: ServedLedger) -> None:
-    from ledger.records import SUBMISSION_STATUSES
+    from ledger.store.records import SUBMISSION_STATUSES
 
     with served.client() as client:
         for status in SUBMISSION_STATUSES:

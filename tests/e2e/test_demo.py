@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from consumers.stack import default_corpus_dir, embedded_server_processes
+from devstack.stack import default_corpus_dir, embedded_server_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -38,7 +38,7 @@ def bare_env(state_dir: Path) -> dict[str, str]:
 def run_demo(state_dir: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``ledger demo`` in a child process, as ``make run`` runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "consumers", "demo"],
+        [sys.executable, "-m", "cli", "demo"],
         cwd=cwd,
         env=bare_env(state_dir),
         capture_output=True,
@@ -110,7 +110,7 @@ def test_demo_exits_non_zero_when_a_check_fails(tmp_path: Path) -> None:
     (corpus / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     state_dir = tmp_path / "state"
     done = subprocess.run(
-        [sys.executable, "-m", "consumers", "demo", "--corpus", str(corpus)],
+        [sys.executable, "-m", "cli", "demo", "--corpus", str(corpus)],
         cwd=tmp_path,
         env=bare_env(state_dir),
         capture_output=True,

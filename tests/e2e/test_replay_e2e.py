@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
-from ledger.hashing import canonical_text, text_sha256
-from tests.fixtures.services import PgServer, libpq_conninfo
+from ledger.store.hashing import canonical_text, text_sha256
+from tests.helpers.services import PgServer, libpq_conninfo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -51,7 +51,7 @@ def accepted_corpus() -> list[str]:
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``ledger ARGS`` in a fresh process."""
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

@@ -18,7 +18,8 @@ import psutil
 import psycopg
 import pytest
 
-from consumers.stack import available_commands, default_corpus_dir, embedded_server_processes
+from cli.commands import command_names
+from devstack.stack import default_corpus_dir, embedded_server_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -30,7 +31,7 @@ def ledger(cwd: Path, *args: str, timeout: float = COMMAND_TIMEOUT) -> subproces
     env = {key: value for key, value in os.environ.items() if not key.startswith("LEDGER_")}
     env["XDG_STATE_HOME"] = str(cwd.parent / "state-home")
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -106,7 +107,7 @@ def test_up_publish_consume_query_down(workdir: Path, elsewhere: Path) -> None:
     assert reasons == ["invalid_json", "non_finite_number"]
     assert steps is not None and steps[0] > 0
 
-    offered = available_commands()
+    offered = command_names()
     replayed = ok(ledger(elsewhere, "replay", "--all"))  # from another directory: same ledger
     assert re.search(rf"identical\s+{len(bundles)}\b", replayed), replayed
     if "verify" in offered:

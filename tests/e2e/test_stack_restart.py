@@ -15,9 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from consumers.stack import default_corpus_dir
+from devstack.stack import default_corpus_dir
 from tests.e2e.test_stack import ledger, ok, workdir
-from tests.integration.test_consumer_support import make_inputs
+from tests.helpers.consumer import make_inputs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(400)]
 

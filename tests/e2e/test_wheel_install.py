@@ -102,8 +102,8 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(scratch: 
         "ledger/migrations/env.py",
         "ledger/migrations/script.py.mako",
         "ledger/migrations/versions/0001_ledger_store.py",
-        "consumers/demo_corpus/manifest.json",
-        "consumers/demo_corpus/poison/11_truncated_json.json",
+        "devstack/demo_corpus/manifest.json",
+        "devstack/demo_corpus/poison/11_truncated_json.json",
     ):
         assert shipped in names, shipped
     venv = tmp_path / "venv"

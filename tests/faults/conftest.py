@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.support import new_seed
+from tests.helpers.faults import new_seed
 
 
 @pytest.fixture

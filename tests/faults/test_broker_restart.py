@@ -1,7 +1,7 @@
 """The source log is replaced under the consumer: a broker restart, a topic deleted and recreated.
 
 The embedded tansu broker keeps everything in memory: a restart loses topics, records and group
-offsets (docs/reference/test-infrastructure.md §1(h)), and the re-created topic starts again at
+offsets (docs/architecture.md, Configuration), and the re-created topic starts again at
 offset 0. On real Kafka a topic deleted and recreated does the same. The consumer must notice the
 new log (new cluster id or topic id), record a new source incarnation in the ledger, and consume
 the new log from its start: every bundle published after the change is committed exactly once,
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from consumers.embedded_broker import EmbeddedBroker
 from consumers.publisher import SentRecord
-from ledger.embedded_postgres import free_loopback_port
-from tests.faults.support import (
+from devstack.broker import EmbeddedBroker
+from devstack.postgres import free_loopback_port
+from tests.helpers.faults import (
     GROUP_TIMING,
     ROOT,
     ConsumerProcess,
@@ -111,9 +111,9 @@ def own_errors(consumer: ConsumerProcess) -> list[str]:
 
 
 def health(env: dict[str, str]) -> tuple[int, dict[str, object]]:
-    """``ledger health --json``: exit status and report."""
+    """``ledger health --format json``: exit status and report."""
     done = subprocess.run(
-        [sys.executable, "-m", "consumers", "health", "--json"],
+        [sys.executable, "-m", "cli", "health", "--format", "json"],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

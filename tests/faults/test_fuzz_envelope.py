@@ -32,9 +32,9 @@ from engine.envelope import (
     wrap_inputs,
 )
 from engine.limits import MAX_ID_BYTES, find_unstorable_text
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
-from tests.faults.support import SAMPLE
-from tests.fixtures.hostile import assert_storable
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
+from tests.helpers.faults import SAMPLE
+from tests.helpers.hostile import assert_storable
 
 pytestmark = pytest.mark.integration
 

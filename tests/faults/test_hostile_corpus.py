@@ -1,6 +1,6 @@
 """The hostile corpus among good records on three partitions: nothing stops the consumer.
 
-Every record of ``tests/fixtures/hostile.py`` (U+0000 or lone surrogates in ids and elsewhere, ids
+Every record of ``tests/helpers/hostile.py`` (U+0000 or lone surrogates in ids and elsewhere, ids
 too long for their index, huge integers, numbers a double cannot hold, a duplicate key deep in the
 document) is published twice, interleaved with good records. One long-running ``ledger consume``
 (no ``--until-idle``) must: commit every good record once; record every bad one as exactly one
@@ -22,7 +22,7 @@ import pytest
 
 from consumers.publisher import PreparedRecord, SentRecord, prepare_document
 from ledger.migration import upgrade
-from tests.faults.support import (
+from tests.helpers.faults import (
     GROUP_TIMING,
     ConsumerProcess,
     assert_ledger_matches,
@@ -35,8 +35,8 @@ from tests.faults.support import (
     send_keyed,
     stored_offsets,
 )
-from tests.fixtures.hostile import HOSTILE
-from tests.integration.test_replay_support import ledger_json
+from tests.helpers.hostile import HOSTILE
+from tests.helpers.replay import ledger_json
 
 pytestmark = pytest.mark.integration
 

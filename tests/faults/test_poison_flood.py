@@ -25,7 +25,7 @@ import pytest
 
 from consumers.publisher import PreparedRecord, SentRecord, prepare_document
 from engine.envelope import wrap_inputs
-from tests.faults.support import (
+from tests.helpers.faults import (
     assert_ledger_matches,
     consumer_env,
     create_topic,

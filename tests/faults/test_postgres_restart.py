@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
-from ledger.embedded_postgres import EmbeddedPostgres, free_loopback_port, pid_alive
+from devstack.postgres import EmbeddedPostgres, free_loopback_port, pid_alive
 from ledger.migration import upgrade
-from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
-from ledger.source_log import SourceIdentity, SourceResolution
-from ledger.store import LedgerStore
-from tests.faults.support import (
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.store.source_log import SourceIdentity, SourceResolution
+from tests.helpers.faults import (
     GROUP_TIMING,
     ConsumerProcess,
     assert_ledger_matches,
@@ -37,7 +37,7 @@ from tests.faults.support import (
     submission_count,
     wait_until,
 )
-from tests.fixtures.services import PgServer, fresh_database
+from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration
 
@@ -167,7 +167,7 @@ async def test_commits_the_database_lost_under_a_running_consumer_are_consumed_a
 ) -> None:
     """The offset update must start where the stored offset ends, not merely not move back.
 
-    ``_advance_offsets`` (ledger/append.py) accepts ``from_offset`` >= the stored next_offset.
+    ``_advance_offsets`` (ledger/store/append.py) accepts ``from_offset`` >= the stored next_offset.
     After the database lost the last batches, the running consumer's next batch starts beyond the
     stored offset; it is accepted, and the lost records are skipped for good, silently.
     """

@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
+from devstack.postgres import free_loopback_port
 from engine.reasoning import ReasoningResult, ReasoningTask, ReasoningVerifier
-from ledger.embedded_postgres import free_loopback_port
-from tests.faults.support import RedisServer
+from tests.helpers.faults import RedisServer
 from tests.stubs.providers import ScriptedProvider
 
 pytestmark = pytest.mark.integration

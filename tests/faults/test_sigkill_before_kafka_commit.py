@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ledger.migration import upgrade
-from tests.faults.support import (
+from tests.helpers.faults import (
     ROOT,
     consumer_env,
     create_topic,
@@ -40,9 +40,9 @@ BUNDLES = 60
 NEVER_COMMITS_TO_KAFKA = textwrap.dedent(
     """
     import asyncio, os
-    from consumers.audit import audit_envelope
+    from ledger.store.drafts import audit_envelope
     from consumers.consumer import ConsumerConfig, LedgerConsumer
-    from ledger.store import LedgerStore
+    from ledger.store.ledger_store import LedgerStore
 
     config = ConsumerConfig(
         bootstrap=os.environ["LEDGER_KAFKA_BOOTSTRAP"],

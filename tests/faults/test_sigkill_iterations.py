@@ -21,7 +21,7 @@ import pytest
 
 from consumers.publisher import SentRecord
 from ledger.connect import libpq_url
-from tests.faults.support import (
+from tests.helpers.faults import (
     GROUP_TIMING,
     ConsumerProcess,
     assert_ledger_matches,

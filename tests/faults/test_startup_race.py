@@ -20,12 +20,12 @@ import socket
 
 import pytest
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from ledger.migration import upgrade
-from ledger.store import LedgerStore
-from tests.faults.support import assert_ledger_matches, publish_bundles, send_keyed
-from tests.fixtures.services import PgServer, fresh_database
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.faults import assert_ledger_matches, publish_bundles, send_keyed
+from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration
 

@@ -24,10 +24,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from cli.audit import render_json
 from engine.auditor import audit_report
 from engine.jsonio import loads_strict
 from engine.schemas import EvidenceBundle, PromptSpec
-from ledger.cli.audit import render_json
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = ROOT / "samples" / "corpus"

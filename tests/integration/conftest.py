@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from ledger.migration import upgrade
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 
 
 @pytest.fixture

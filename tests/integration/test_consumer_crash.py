@@ -7,7 +7,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_consumer_support import (
+
+from devstack.postgres import free_loopback_port
+from tests.helpers.consumer import (
     GROUP_TIMING,
     ConsumerProcess,
     assert_ledger_exact,
@@ -20,8 +22,6 @@ from test_consumer_support import (
     submission_count,
     wait_until,
 )
-
-from ledger.embedded_postgres import free_loopback_port
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import (
+
+from ledger.migration import upgrade
+from tests.helpers.consumer import (
     GROUP_TIMING,
     ConsumerProcess,
     assert_ledger_exact,
@@ -17,8 +19,6 @@ from test_consumer_support import (
     submission_count,
     wait_until,
 )
-
-from ledger.migration import upgrade
 
 pytestmark = pytest.mark.integration
 

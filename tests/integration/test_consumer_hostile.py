@@ -14,41 +14,35 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from ledger_factories import audited
-from test_consumer_support import make_inputs, publish_raw, query, read_topic, stored_offsets
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
 from engine.envelope import DecodedEnvelope, wrap_inputs
 from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
-from ledger.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
-from ledger.source_log import SourceIdentity, SourceResolution
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
+from ledger.store.source_log import SourceIdentity, SourceResolution
+from tests.helpers.consumer import (
+    in_process_config,
+    make_inputs,
+    publish_raw,
+    query,
+    read_topic,
+    stored_offsets,
+)
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 
 
 def config(bootstrap: str, topic: str) -> ConsumerConfig:
-    return ConsumerConfig(
-        bootstrap=bootstrap,
-        topic=topic,
-        dlq_topic=f"{topic}.dlq",
-        group_id=f"{topic}-group",
-        host=socket.gethostname(),
-        max_records=50,
-        until_idle=2.0,
-        session_timeout_ms=2000,
-        heartbeat_interval_ms=300,
-        retry_initial=0.05,
-        retry_max=0.2,
-    )
+    return in_process_config(bootstrap, topic, max_records=50)
 
 
 def envelope_bytes(index: int, *, event_id: str | None = None) -> bytes:

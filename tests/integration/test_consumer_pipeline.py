@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import (
-    ROOT,
+
+from tests.helpers.consumer import (
     assert_ledger_exact,
     consumer_env,
+    ledger_cli,
     make_inputs,
     publish,
     query,
@@ -20,19 +19,6 @@ from test_consumer_support import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_n_published_bundles_become_exactly_n_submissions_with_their_steps(
@@ -48,7 +34,7 @@ def test_n_published_bundles_become_exactly_n_submissions_with_their_steps(
     kinds = dict(query(database_url, "SELECT kind, count(*) FROM ledger.entries GROUP BY kind"))
     assert kinds["submission.received"] == kinds["audit.completed"] == kinds["verdict.issued"] == 60
     assert sum(stored_offsets(database_url, f"{topic_name}-group", topic_name).values()) == 60
-    health = ledger_cli("health", "--json", env=env)
+    health = ledger_cli("health", "--format", "json", env=env)
     report = json.loads(health.stdout)
     assert health.returncode == 0, health.stdout + health.stderr
     assert report["ok"] and report["total_lag"] == 0
@@ -65,7 +51,7 @@ def test_ledger_publish_command_validates_prints_and_sends(
         files.append(str(path))
     env = consumer_env(kafka_bootstrap, database_url, topic_name)
 
-    sent = ledger_cli("publish", "--json", *files, env=env)
+    sent = ledger_cli("publish", "--format", "json", *files, env=env)
 
     assert sent.returncode == 0, sent.stderr
     lines = [json.loads(line) for line in sent.stdout.splitlines()]

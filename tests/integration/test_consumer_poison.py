@@ -1,4 +1,4 @@
-"""Issue 5 / design §8: poison records land in the DLQ and the ledger; good records around them commit."""
+"""Poison records land in the DLQ and the ledger; good records around them commit."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import (
+
+from engine.envelope import wrap_inputs
+from tests.helpers.consumer import (
     assert_ledger_exact,
     consumer_env,
     make_inputs,
@@ -19,8 +21,6 @@ from test_consumer_support import (
     run_consumer,
     stored_offsets,
 )
-
-from engine.envelope import wrap_inputs
 
 pytestmark = pytest.mark.integration
 

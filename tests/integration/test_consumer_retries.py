@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import assert_ledger_exact, make_inputs, publish, stored_offsets
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
-from ledger.embedded_postgres import free_loopback_port
+from devstack.postgres import free_loopback_port
 from ledger.errors import LedgerUnavailableError
-from ledger.records import AppendResult, OffsetAdvance, SubmissionDraft
-from ledger.source_log import SourceIdentity, SourceResolution
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
+from ledger.store.source_log import SourceIdentity, SourceResolution
+from tests.helpers.consumer import (
+    assert_ledger_exact,
+    in_process_config,
+    make_inputs,
+    publish,
+    stored_offsets,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -77,19 +82,7 @@ class ZombieStore:
 
 
 def config(bootstrap: str, topic: str) -> ConsumerConfig:
-    return ConsumerConfig(
-        bootstrap=bootstrap,
-        topic=topic,
-        dlq_topic=f"{topic}.dlq",
-        group_id=f"{topic}-group",
-        host=socket.gethostname(),
-        max_records=20,
-        until_idle=2.0,
-        session_timeout_ms=2000,
-        heartbeat_interval_ms=300,
-        retry_initial=0.05,
-        retry_max=0.2,
-    )
+    return in_process_config(bootstrap, topic, max_records=20)
 
 
 def sample(metrics: ConsumerMetrics, name: str) -> float:

@@ -9,17 +9,17 @@ import subprocess
 import sys
 
 import pytest
-from test_consumer_support import ROOT, consumer_env, publish_raw
 
-from consumers.audit import audit_envelope
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.lag import broker_source_identity
 from consumers.metrics import ConsumerMetrics
 from ledger.errors import SourceLogUndecidedError
 from ledger.migration import upgrade
-from ledger.records import OffsetAdvance
-from ledger.source_log import SourceIdentity
-from ledger.store import LedgerStore
+from ledger.store.drafts import audit_envelope
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
+from ledger.store.source_log import SourceIdentity
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def run_in_process(
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,
@@ -98,7 +98,7 @@ def test_a_log_end_below_the_stored_offset_under_the_same_identity_stops_the_con
         store.resolve_source(group, topic_name, topic_identity)
         for partition in range(4):  # as if the log had held 50 records per partition, then was truncated
             store.append_batch([], [OffsetAdvance(group, topic_name, partition, 0, 50, 1)])
-    health = cli(env, "health", "--json")
+    health = cli(env, "health", "--format", "json")
     assert health.returncode == 1, health.stdout
     assert "below the stored offsets" in json.loads(health.stdout)["source"]["error"]
 

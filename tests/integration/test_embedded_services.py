@@ -30,16 +30,16 @@ import redis
 import sqlalchemy
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from consumers.embedded_broker import EmbeddedBroker, EmbeddedBrokerUnavailable
-from consumers.kafka_settings import consumer_kwargs
-from ledger.embedded_postgres import (
+from consumers.consumer_config import consumer_kwargs
+from devstack.broker import EmbeddedBroker, EmbeddedBrokerUnavailable
+from devstack.postgres import (
     EmbeddedPostgres,
     EmbeddedPostgresUnavailable,
     ServiceStatus,
     pid_alive,
     wait_pid_gone,
 )
-from tests.fixtures.services import (
+from tests.helpers.services import (
     PgServer,
     ServiceStack,
     broker_kinds,
@@ -156,7 +156,7 @@ def test_database_url_is_isolated_from_other_tests(pg_server: PgServer, database
 
 _PG_FOREGROUND = """
 import sys, time
-from ledger.embedded_postgres import EmbeddedPostgres
+from devstack.postgres import EmbeddedPostgres
 server = EmbeddedPostgres(sys.argv[1], durable=False)
 server.start()
 print(server.pid, flush=True)
@@ -165,7 +165,7 @@ time.sleep(600)
 
 _PG_DETACHED = """
 import dataclasses, json, sys
-from ledger.embedded_postgres import EmbeddedPostgres
+from devstack.postgres import EmbeddedPostgres
 server = EmbeddedPostgres(sys.argv[1], mode="detached", state_dir=sys.argv[2], durable=False)
 if sys.argv[3] == "start":
     server.start()
@@ -284,7 +284,7 @@ async def test_produce_and_consume_a_message(
 
 _BROKER_FOREGROUND = """
 import time
-from consumers.embedded_broker import EmbeddedBroker
+from devstack.broker import EmbeddedBroker
 broker = EmbeddedBroker()
 broker.start()
 print(broker.pid, flush=True)
@@ -293,7 +293,7 @@ time.sleep(600)
 
 _BROKER_DETACHED = """
 import dataclasses, json, sys
-from consumers.embedded_broker import EmbeddedBroker
+from devstack.broker import EmbeddedBroker
 broker = EmbeddedBroker(mode="detached", state_dir=sys.argv[1])
 if sys.argv[2] == "start":
     broker.start()
@@ -371,7 +371,7 @@ def test_service_stack_close_stops_every_embedded_server() -> None:
 
 _STACK = """
 import time
-from tests.fixtures.services import ServiceStack
+from tests.helpers.services import ServiceStack
 stack = ServiceStack()
 stack.postgres("embedded"), stack.kafka("embedded"), stack.redis("embedded")
 print(*stack.embedded_pids, flush=True)

@@ -1,4 +1,4 @@
-"""The append path's promises on a real PostgreSQL (design §6, ledger-anchors lessons 1, 2, 6)."""
+"""The append path's promises on a real PostgreSQL (docs/event-store.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import itertools
 import json
 
 import pytest
-from ledger_factories import audited, chain_problems, fetch_all, rejected, row_counts
 
 from ledger.errors import (
     IdempotencyConflictError,
@@ -16,10 +15,11 @@ from ledger.errors import (
     SchemaNotReadyError,
     StaleOffsetError,
 )
-from ledger.hashing import GENESIS_PREV_HASH
-from ledger.payloads import rejection_payload
-from ledger.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
-from ledger.store import LedgerStore
+from ledger.store.hashing import GENESIS_PREV_HASH
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.payloads import rejection_payload
+from ledger.store.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
+from tests.helpers.ledger_factories import audited, chain_problems, fetch_all, rejected, row_counts
 
 pytestmark = pytest.mark.integration
 

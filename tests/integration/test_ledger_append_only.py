@@ -1,4 +1,4 @@
-"""Append-only in depth (design §6, ledger-anchors §4 and lesson 7): privileges, then triggers.
+"""Append-only in depth (docs/architecture.md, The event store): privileges, then triggers.
 
 The writer lacks UPDATE/DELETE/TRUNCATE (privilege errors); the owner and a superuser have the
 privileges but the row and TRUNCATE triggers refuse; the reader can only SELECT. What a superuser
@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from ledger_factories import audited, chain_problems
 from psycopg import sql
 
 from ledger.connect import libpq_url
-from ledger.records import OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
+from tests.helpers.ledger_factories import audited, chain_problems
 
 pytestmark = pytest.mark.integration
 

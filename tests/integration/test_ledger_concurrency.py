@@ -17,9 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from ledger_factories import chain_problems, fetch_all
 
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.ledger_factories import chain_problems, fetch_all
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ BATCHES = 50
 PER_BATCH = 3
 ENTRIES_OWN = 6  # received + 3 steps + audit + verdict
 ENTRIES_SHARED = 5  # received + 2 steps + audit + verdict
-WORKER_SCRIPT = Path(__file__).with_name("ledger_workers.py")
+WORKER_SCRIPT = Path(__file__).parents[1] / "helpers" / "ledger_workers.py"
 
 
 def _spawn(*args: object) -> subprocess.Popen[bytes]:

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ledger_factories import audited
 
-from ledger.database import embedded_data_dir, open_database
-from ledger.embedded_postgres import (
+from devstack.database import embedded_data_dir, open_database
+from devstack.postgres import (
     EmbeddedPostgres,
     EmbeddedPostgresUnavailable,
     pid_alive,
@@ -19,7 +18,8 @@ from ledger.embedded_postgres import (
 )
 from ledger.migration import current_revision, head_revision
 from ledger.settings import LedgerSettings
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

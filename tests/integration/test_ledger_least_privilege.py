@@ -13,21 +13,21 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from ledger_factories import audited, chain_problems, fetch_all
 from psycopg import sql
 
+from cli.main import main as ledger_main
 from consumers.batch import FATAL_LEDGER_ERRORS
-from consumers.cli import main as ledger_main
-from consumers.services import open_writer_store, settings_with
+from devstack.services import open_writer_store, settings_with
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.errors import LedgerDamagedError, LedgerPermissionError
-from ledger.hashing import GENESIS_PREV_HASH
 from ledger.migration import current_revision, downgrade, head_revision, upgrade
-from ledger.records import OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.hashing import GENESIS_PREV_HASH
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import OffsetAdvance
 from ledger.translog.tree import tree_size
-from ledger.verify import run_verify
-from ledger.verify_problems import Problem
+from ledger.verify.problems import Problem
+from ledger.verify.runner import run_verify
+from tests.helpers.ledger_factories import audited, chain_problems, fetch_all
 
 pytestmark = pytest.mark.integration
 
@@ -184,7 +184,7 @@ def test_consume_refuses_a_login_that_is_not_a_writer(
 
 def _reason_worker(capsys: pytest.CaptureFixture[str], url: str) -> tuple[int, str]:
     """Exit code and the command's own last stderr line (earlier tests' log handlers may add noise)."""
-    code = ledger_main(["reason-worker", "--url", url, "--once", "--providers", "anthropic,openai"])
+    code = ledger_main(["reason-worker", "--database-url", url, "--once", "--providers", "anthropic,openai"])
     lines = capsys.readouterr().err.strip().splitlines()
     return code, lines[-1] if lines else ""
 
@@ -327,7 +327,7 @@ def test_migration_0005_goes_down_and_up_on_a_ledger_holding_data(migrated_datab
 def test_ledger_consume_runs_with_a_writer_login_and_its_offset_moves_are_backed(
     kafka_bootstrap: str, database_url: str, login: Login, topic_name: str, tmp_path: Path
 ) -> None:
-    from test_consumer_support import assert_ledger_exact, consumer_env, make_inputs, publish, run_consumer
+    from tests.helpers.consumer import assert_ledger_exact, consumer_env, make_inputs, publish, run_consumer
 
     documents = [make_inputs(index) for index in range(12)]
     publish(kafka_bootstrap, topic_name, documents)

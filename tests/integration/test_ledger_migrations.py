@@ -1,4 +1,4 @@
-"""Alembic owns the schema (design §6): up from empty, down/up round trips, models agree."""
+"""Alembic owns the schema (docs/event-store.md): up from empty, down/up round trips, models agree."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from ledger_factories import audited, fetch_all
 
-from ledger.cli import main as ledger_main
+from cli.main import main as ledger_main
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import (
     alembic_config,
@@ -24,8 +23,9 @@ from ledger.migration import (
     target_metadata,
     upgrade,
 )
-from ledger.store import LedgerStore
-from tests.fixtures.services import PgServer, fresh_database
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.ledger_factories import audited, fetch_all
+from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration
 
@@ -120,9 +120,9 @@ def test_concurrent_migrations_of_several_databases_share_the_roles(pg_server: P
 def test_ledger_migrate_command_on_an_empty_database(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert ledger_main(["migrate", "--url", database_url]) == 0
+    assert ledger_main(["migrate", "--database-url", database_url]) == 0
     assert f"empty -> {head_revision()}" in capsys.readouterr().out
     with psycopg.connect(libpq_url(database_url)) as conn:
         assert conn.execute("SELECT count(*) FROM ledger.submissions").fetchone() == (0,)
-    assert ledger_main(["migrate", "--url", database_url, "--downgrade", "base"]) == 0
+    assert ledger_main(["migrate", "--database-url", database_url, "--downgrade", "base"]) == 0
     assert current_revision(database_url) is None

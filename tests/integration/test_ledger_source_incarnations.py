@@ -6,15 +6,15 @@ import dataclasses
 
 import psycopg
 import pytest
-from ledger_factories import audited, chain_problems, fetch_all, rejected
-from test_replay_support import corpus_drafts, ledger_json
 
 from ledger.connect import libpq_url
 from ledger.errors import SourceLogUndecidedError, StaleOffsetError
 from ledger.migration import current_revision, downgrade, head_revision, upgrade
-from ledger.records import DeadLetterCoordinates, EntryDraft, OffsetAdvance, OperationalInfo
-from ledger.source_log import SourceIdentity
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import DeadLetterCoordinates, EntryDraft, OffsetAdvance, OperationalInfo
+from ledger.store.source_log import SourceIdentity
+from tests.helpers.ledger_factories import audited, chain_problems, fetch_all, rejected
+from tests.helpers.replay import corpus_drafts, ledger_json
 
 pytestmark = pytest.mark.integration
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from ledger_factories import audited, rejected
 
 from ledger.connect import libpq_url
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.ledger_factories import audited, rejected
 
 pytestmark = pytest.mark.integration
 

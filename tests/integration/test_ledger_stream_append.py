@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from ledger_factories import audited, chain_problems
 
 from ledger.errors import InvalidDraftError
-from ledger.records import EntryDraft, OffsetAdvance
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft, OffsetAdvance
+from tests.helpers.ledger_factories import audited, chain_problems
 
 pytestmark = pytest.mark.integration
 

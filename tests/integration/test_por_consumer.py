@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+from tests.helpers.consumer import ledger_cli as ledger
 
 pytestmark = pytest.mark.integration
 
@@ -31,17 +30,6 @@ def document_envelope(pack: dict[str, object]) -> bytes:
     return json.dumps(
         {"schema_id": "cournot-ledger/por-envelope", "schema_version": 1, "pack": pack}
     ).encode()
-
-
-def ledger(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "consumers", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_packs_are_verified_recorded_rejected_and_replayed(
@@ -90,7 +78,7 @@ def test_packs_are_verified_recorded_rejected_and_replayed(
 
     verify = ledger("verify", "--database-url", database_url, env=env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    replay = ledger("replay-por", "--json", "--database-url", database_url, env=env)
+    replay = ledger("replay-por", "--format", "json", "--database-url", database_url, env=env)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     lines = [json.loads(line) for line in replay.stdout.splitlines()]
     assert [line["identical"] for line in lines[:-1]] == [True, True, True]

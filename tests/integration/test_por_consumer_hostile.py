@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consumer_support import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +83,7 @@ def test_replay_por_names_a_pack_the_verifier_fails_on_as_a_divergence(database_
 
     from consumers.por_envelope import decode_por_envelope, por_draft
     from ledger.migration import upgrade
-    from ledger.store import LedgerStore
+    from ledger.store.ledger_store import LedgerStore
 
     upgrade(database_url)
     decoded = decode_por_envelope(document_envelope(DOCUMENT).encode())
@@ -96,7 +97,7 @@ def test_replay_por_names_a_pack_the_verifier_fails_on_as_a_divergence(database_
     LedgerStore(database_url).append(hostile)
 
     replay = subprocess.run(
-        [sys.executable, "-m", "consumers", "replay-por", "--json", "--database-url", database_url],
+        [sys.executable, "-m", "cli", "replay-por", "--format", "json", "--database-url", database_url],
         cwd=ROOT,
         env=dict(os.environ),
         capture_output=True,

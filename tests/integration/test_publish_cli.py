@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import ROOT, make_inputs, read_topic
+
+from tests.helpers.consumer import ROOT, make_inputs, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,7 @@ def test_publish_raw_sends_a_lone_surrogate_market_id_byte_for_byte(
     path = tmp_path / "surrogate.json"
     path.write_text(text, encoding="ascii")
     done = subprocess.run(
-        [sys.executable, "-m", "consumers", "publish", "--raw", str(path)],
+        [sys.executable, "-m", "cli", "publish", "--raw", str(path)],
         env=_env(kafka_bootstrap, topic_name),
         capture_output=True,
         text=True,
@@ -51,7 +52,7 @@ def test_publish_into_a_closed_pipe_ends_quietly_after_sending_everything(
         path.write_text(json.dumps(make_inputs(index)))
         files.append(str(path))
     child = subprocess.Popen(
-        [sys.executable, "-m", "consumers", "publish", *files],
+        [sys.executable, "-m", "cli", "publish", *files],
         env=_env(kafka_bootstrap, topic_name),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

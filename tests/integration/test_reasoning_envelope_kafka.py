@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consumer_support import consumer_env, make_inputs, publish, run_consumer
-from test_reasoning_stage_support import FORMULAS, ROOT, Stubs, by_submission
 
 from engine.envelope import wrap_inputs
 from engine.reasoning import ReasoningResult
-from ledger.reasoning_stage import replay_reasoning_entry
-from ledger.store import LedgerStore
+from ledger.reasoning.stage import replay_reasoning_entry
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.consumer import consumer_env, make_inputs, publish, run_consumer
+from tests.helpers.reasoning import FORMULAS, ROOT, Stubs, by_submission
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def run_reason_worker(stubs: Stubs, database_url: str) -> subprocess.CompletedPr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "ANTHROPIC_", "OPENAI_"))}
     env.update(stubs.env())
     return subprocess.run(
-        [sys.executable, "-m", "consumers", "reason-worker", "--once", "--url", database_url],
+        [sys.executable, "-m", "cli", "reason-worker", "--once", "--database-url", database_url],
         cwd=ROOT,
         env=env,
         capture_output=True,

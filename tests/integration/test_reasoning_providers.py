@@ -27,7 +27,7 @@ from engine.reasoning import (
     build_providers_from_env,
 )
 from engine.reasoning.sdk_providers import DEFAULT_SEED
-from ledger.reasoning_stage import derive_request, result_payload
+from ledger.reasoning.stage import derive_request, result_payload
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
 from tests.stubs.providers import good_trace
 

@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from test_reasoning_stage_support import (
+
+from engine.reasoning import ReasoningResult
+from ledger.reasoning.stage import replay_reasoning_entry
+from ledger.store.ledger_store import LedgerStore
+from tests.helpers.reasoning import (
     ABOVE_ON_DATE,
     AT_OR_ABOVE,
     BOOLEAN,
@@ -29,10 +33,6 @@ from test_reasoning_stage_support import (
     reasoning_entries,
     submit,
 )
-
-from engine.reasoning import ReasoningResult
-from ledger.reasoning_stage import replay_reasoning_entry
-from ledger.store import LedgerStore
 from tests.stubs.llm_servers import StubResponse
 
 pytestmark = pytest.mark.integration
@@ -185,9 +185,9 @@ def test_reason_worker_command_runs_one_pass_as_its_own_process(
     with Stubs() as stubs:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "ANTHROPIC_", "OPENAI_"))}
         env.update(stubs.env())
-        command = [sys.executable, "-m", "consumers", "reason-worker", "--once", "--concurrency", "2"]
+        command = [sys.executable, "-m", "cli", "reason-worker", "--once", "--concurrency", "2"]
         done = subprocess.run(
-            [*command, "--url", migrated_database_url],
+            [*command, "--database-url", migrated_database_url],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -197,7 +197,7 @@ def test_reason_worker_command_runs_one_pass_as_its_own_process(
         assert done.returncode == 0, done.stdout + done.stderr
         assert "3 found, 3 appended" in done.stdout
         again = subprocess.run(
-            [*command, "--url", migrated_database_url],
+            [*command, "--database-url", migrated_database_url],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -7,7 +7,16 @@ import asyncio
 import json
 
 import pytest
-from test_reasoning_stage_support import (
+
+from engine.reasoning import ReasoningVerifier, build_providers_from_env
+from engine.version import ENGINE_VERSION
+from ledger.errors import InvalidDraftError
+from ledger.reasoning.stage import replay_reasoning_entry
+from ledger.reasoning.work_queue import append_to_stream
+from ledger.reasoning.worker import PassStats, ReasoningWorker
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft
+from tests.helpers.reasoning import (
     AT_OR_ABOVE,
     Stubs,
     by_submission,
@@ -15,15 +24,6 @@ from test_reasoning_stage_support import (
     make_worker,
     submit,
 )
-
-from engine.reasoning import ReasoningVerifier, build_providers_from_env
-from engine.version import ENGINE_VERSION
-from ledger.errors import InvalidDraftError
-from ledger.reasoning_stage import replay_reasoning_entry
-from ledger.reasoning_store import append_to_stream
-from ledger.reasoning_worker import PassStats, ReasoningWorker
-from ledger.records import EntryDraft
-from ledger.store import LedgerStore
 from tests.stubs.llm_servers import StubResponse
 
 pytestmark = pytest.mark.integration

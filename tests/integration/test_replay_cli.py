@@ -6,10 +6,10 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from test_replay_support import build_ledger, ledger, ledger_json, query, tamper
 
-from ledger.hashing import canonical_text
-from ledger.replay_source import parse_since
+from ledger.replay.source import parse_since
+from ledger.store.hashing import canonical_text
+from tests.helpers.replay import build_ledger, ledger, ledger_json, query, tamper
 
 pytestmark = pytest.mark.integration
 

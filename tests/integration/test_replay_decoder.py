@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_replay_support import build_ledger, ledger_json, query, tamper
 
-from ledger.hashing import canonical_text
+from ledger.store.hashing import canonical_text
+from tests.helpers.replay import build_ledger, ledger_json, query, tamper
 
 pytestmark = pytest.mark.integration
 

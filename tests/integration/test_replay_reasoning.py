@@ -6,17 +6,17 @@ import json
 from typing import Any
 
 import pytest
-from test_replay_support import build_ledger, ledger_json, query, tamper
 
 from engine.reasoning import ReasoningVerifier, build_providers_from_env
 from engine.version import ENGINE_VERSION
-from ledger import replay_reasoning
 from ledger.connect import create_ledger_engine
-from ledger.reasoning_stage import derive_request, result_payload
-from ledger.records import EntryDraft
-from ledger.replay import run_replay
-from ledger.replay_source import Selection
-from ledger.store import LedgerStore
+from ledger.reasoning.stage import derive_request, result_payload
+from ledger.replay import reasoning as replay_reasoning
+from ledger.replay.runner import run_replay
+from ledger.replay.source import ReplaySelection
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft
+from tests.helpers.replay import build_ledger, ledger_json, query, tamper
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, is_formula_request
 from tests.stubs.providers import ScriptedProvider
 
@@ -180,7 +180,7 @@ def test_without_the_reasoning_stage_its_entries_are_skipped_with_a_note(
     monkeypatch.setattr(replay_reasoning, "reasoning_stage", lambda: None)
     engine = create_ledger_engine(url)
     try:
-        report = run_replay(engine, Selection())
+        report = run_replay(engine, ReplaySelection())
     finally:
         engine.dispose()
 

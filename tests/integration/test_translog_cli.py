@@ -10,12 +10,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from ledger.cli import main
+from cli.main import main
 from ledger.connect import libpq_url
 from ledger.settings import get_settings
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import list_checkpoints
-from tests.integration.ledger_factories import audited
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -12,16 +12,16 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
-from ledger.cli import main
+from cli.main import main
 from ledger.connect import create_ledger_engine, libpq_url
-from ledger.hashing import entry_hash, payload_hash
 from ledger.settings import get_settings
-from ledger.store import LedgerStore
+from ledger.store.hashing import entry_hash, payload_hash
+from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import CheckpointError, create_checkpoint
 from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.tree import catch_up_tree
 from ledger.translog.verify import verify_checkpoints
-from tests.integration.ledger_factories import audited
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ import ledger.translog.tables  # noqa: F401  (registers the tables on the store'
 from engine.merkle.rfc6962 import consistency_proof, inclusion_proof, root_from_leaf_hashes
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import downgrade, include_name, upgrade
-from ledger.models import metadata
-from ledger.store import LedgerStore
+from ledger.store.ledger_store import LedgerStore
+from ledger.store.models import metadata
 from ledger.translog.leaves import entry_leaf_hash
 from ledger.translog.tree import (
     TreeError,
@@ -28,7 +28,7 @@ from ledger.translog.tree import (
     root_at,
     tree_size,
 )
-from tests.integration.ledger_factories import audited
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from test_replay_support import build_ledger, ledger, ledger_json, problems, query, tamper
 
 from engine.sentinel import Challenge
-from ledger.hashing import canonical_text, entry_hash, text_sha256
+from ledger.store.hashing import canonical_text, entry_hash, text_sha256
+from tests.helpers.replay import build_ledger, ledger, ledger_json, problems, query, tamper
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Runs the real CLI entry point on every corpus bundle and prints one digest per output.
 SCRIPT = """
 import contextlib, hashlib, io, json, sys
-from ledger.cli import main
+from cli.main import main
 digests = {}
 for path in sys.argv[1:]:
     buffer = io.BytesIO()

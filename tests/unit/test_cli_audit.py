@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ledger.cli import main
+from cli.main import main
 from tests.golden.regenerate import CORPUS_DIR, golden_path
 
 

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "consumers" / "demo_corpus" / "bundles" / "03_btc_sources_conflict.json"
+SAMPLE = ROOT / "devstack" / "demo_corpus" / "bundles" / "03_btc_sources_conflict.json"
 
 
 def test_audit_into_a_closed_pipe_prints_no_traceback() -> None:
     child = subprocess.Popen(
-        [sys.executable, "-m", "consumers", "audit", str(SAMPLE)],
+        [sys.executable, "-m", "cli", "audit", str(SAMPLE)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import argparse
 import re
-from importlib import import_module
+import subprocess
+import sys
 
 import pytest
 
-from consumers.cli import CONSUMER_COMMAND_MODULES
-from consumers.cli import main as ledger_main
-from ledger.cli import COMMAND_GROUPS, OTHER_GROUP, command_parsers
+from cli.commands import COMMANDS as TABLE
+from cli.commands import GROUPS
+from cli.main import main as ledger_main
+from cli.parser import build_parser, command_parsers
 
 MARKUP = re.compile(r"``|:(func|class|mod|meth|data|attr):")
-COMMANDS = command_parsers([import_module(name).register for name in CONSUMER_COMMAND_MODULES])
+COMMANDS = command_parsers()
 
 
 def _help_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -48,10 +50,30 @@ def test_commands_that_differ_have_different_descriptions() -> None:
 def test_top_level_help_lists_every_command_once_under_its_journey(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    grouped = [name for _, names in COMMAND_GROUPS for name in names]
-    assert sorted(grouped) == sorted(COMMANDS), "each command belongs to exactly one journey"
+    grouped = [command.name for command in TABLE]
+    assert sorted(grouped) == sorted(COMMANDS), "the table lists exactly the registered commands, once"
+    assert {command.group for command in TABLE} == set(GROUPS)
     text = _help_text(["--help"], capsys)
-    assert OTHER_GROUP not in text and not MARKUP.search(text)
-    for title, names in COMMAND_GROUPS:
+    assert not MARKUP.search(text)
+    for title in GROUPS:
         block = text.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0]
-        assert [line.split()[0] for line in block.splitlines()] == list(names)
+        names = [command.name for command in TABLE if command.group == title]
+        assert [line.split()[0] for line in block.splitlines()] == names
+
+
+def test_the_table_names_the_module_that_registers_each_command() -> None:
+    """The table is what ``ledger --help`` prints without importing anything: it must not drift."""
+    for command in TABLE:
+        _, subparsers = build_parser([command])
+        assert command.name in subparsers.choices, f"{command.module} does not register {command.name}"
+
+
+def test_top_level_help_imports_no_command_module() -> None:
+    code = (
+        "import sys; from cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('ledger', 'consumers', 'api', 'engine'))\n"
+        "print(loaded, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip() == "[]"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli import main
+from cli.main import main
 
 PACKS = Path(__file__).resolve().parents[1] / "data" / "por_packs"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.cli import main
+from cli.main import main
 from ledger.por_files import MAX_PACK_BYTES, PackReadError, read_pack_files
 
 PACKS = Path(__file__).resolve().parents[1] / "data" / "por_packs"

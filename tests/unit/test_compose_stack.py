@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,9 @@ SERVICES: dict[str, Any] = COMPOSE["services"]
 
 
 def ledger_commands() -> set[str]:
-    from consumers.cli import CONSUMER_COMMAND_MODULES
-    from ledger.cli import build_parser
+    from cli.commands import command_names
 
-    parser = build_parser(
-        [__import__(name, fromlist=["register"]).register for name in CONSUMER_COMMAND_MODULES]
-    )
-    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return set(actions[0].choices)
+    return set(command_names())
 
 
 def test_stack_has_every_service() -> None:
@@ -124,7 +118,7 @@ def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
 
 def test_dockerfile_copies_every_package_and_installs_it_like_a_wheel() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for path in ("engine", "ledger", "consumers", "alembic.ini", "pyproject.toml"):
+    for path in ("engine", "ledger", "consumers", "api", "devstack", "cli", "alembic.ini", "pyproject.toml"):
         assert re.search(rf"^COPY .*\b{re.escape(path)}\b", dockerfile, re.MULTILINE), path
         assert (ROOT / path).exists(), path
     # migrations and the demo corpus are package data: a non-editable install must carry them

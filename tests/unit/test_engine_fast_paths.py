@@ -138,7 +138,7 @@ def test_step_preimages_leave_hash_commitment_out() -> None:
 
 def test_pipeline_carries_each_steps_canonical_bytes_as_the_ledger_would_store_them() -> None:
     from engine.pipeline import run_pipeline
-    from ledger.payloads import step_draft
+    from ledger.store.payloads import step_draft
 
     for spec, bundle in _corpus()[:4]:
         result = run_pipeline(spec, bundle)

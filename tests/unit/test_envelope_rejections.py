@@ -11,7 +11,7 @@ from typing import Any
 
 from consumers.processing import Audited, RecordContext, Rejection, process_record, rejection_key
 from engine.envelope import DecodedEnvelope, Reason, wrap_inputs
-from ledger.records import EntryDraft, OperationalInfo, SubmissionDraft
+from ledger.store.records import EntryDraft, OperationalInfo, SubmissionDraft
 
 SAMPLE = json.loads((Path(__file__).resolve().parents[1] / "data" / "cournot_minimal.json").read_text())
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from consumers.audit import audit_envelope
 from consumers.publisher import CONTENT_TYPE_HEADER, prepare_document
 from engine.envelope import (
     MAX_REASONING_EXPRESSION_LENGTH,
@@ -23,6 +22,7 @@ from engine.envelope import (
     render_json_schema,
     wrap_inputs,
 )
+from ledger.store.drafts import audit_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = json.loads((ROOT / "tests" / "data" / "cournot_minimal.json").read_text())

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.canonical import CanonicalizationError, dumps_canonical, hash_canonical, to_hex
-from ledger.hashing import (
+from ledger.store.hashing import (
     GENESIS_PREV_HASH,
     canonical_text,
     chain_hashes,

@@ -12,8 +12,8 @@ from ledger.errors import (
     LedgerUnavailableError,
     StaleOffsetError,
 )
-from ledger.payloads import rejection_payload, step_draft, trace_step_entry
-from ledger.records import ConflictRecord, EntryDraft, OffsetAdvance, SubmissionDraft
+from ledger.store.payloads import rejection_payload, step_draft, trace_step_entry
+from ledger.store.records import ConflictRecord, EntryDraft, OffsetAdvance, SubmissionDraft
 
 
 def _draft(**changes: object) -> SubmissionDraft:

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from consumers.audit import audit_envelope
+from cli.main import main
 from consumers.processing import Audited, RecordContext, Rejection, process_record
 from engine.envelope import wrap_inputs
-from ledger.cli import main
+from ledger.store.drafts import audit_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "consumers" / "demo_corpus"
+DEMO = ROOT / "devstack" / "demo_corpus"
 MAX_BYTES = 1_048_576  # the consumer's default limit, which `ledger audit` reads from the same setting
 BODY: dict[str, Any] = json.loads((DEMO / "bundles" / "02_btc_two_sources_agree.json").read_text())
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from consumers.audit import audit_envelope
 from consumers.publisher import prepare_document
 from engine.envelope import EnvelopeError, decode_envelope
-from ledger.append import prepare
 from ledger.errors import InvalidDraftError
-from ledger.hashing import canonical_text
-from ledger.payloads import step_draft
-from ledger.records import EntryDraft, SubmissionDraft
+from ledger.store.append import prepare
+from ledger.store.drafts import audit_envelope
+from ledger.store.hashing import canonical_text
+from ledger.store.payloads import step_draft
+from ledger.store.records import EntryDraft, SubmissionDraft
 
 CORPUS = sorted((Path(__file__).resolve().parents[2] / "samples" / "corpus").glob("*.json"))
 

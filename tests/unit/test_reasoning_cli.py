@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from cli.main import main
 from engine.reasoning import ReasoningResult
-from ledger.cli import main
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
 from tests.stubs.providers import good_trace
 
@@ -154,7 +154,7 @@ def test_refused_inputs_exit_2_without_calling_a_provider(
 def test_cli_verifiers_own_private_cache_namespaces_even_with_redis() -> None:
     import argparse
 
-    from ledger.cli.reason import _verifier
+    from cli.reason import _verifier
     from ledger.settings import LedgerSettings
 
     args = argparse.Namespace(providers="anthropic,openai", timeout=1.0, no_cache=False)

@@ -17,7 +17,7 @@ from engine.reasoning import (
     UnavailableProvider,
     evaluate_formula,
 )
-from ledger.reasoning_stage import (
+from ledger.reasoning.stage import (
     derive_request,
     format_operand,
     not_applicable_payload,

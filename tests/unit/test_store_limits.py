@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from consumers.audit import audit_envelope
 from consumers.processing import Audited, RecordContext, Rejection, build_rejection, process_record
 from engine.envelope import EnvelopeError, Reason, decode_envelope
 from engine.limits import (
@@ -22,8 +21,9 @@ from engine.limits import (
     storable_id,
     storable_text,
 )
-from ledger.records import OperationalInfo, SubmissionDraft
-from tests.fixtures.hostile import HOSTILE, assert_storable, document, item, market
+from ledger.store.drafts import audit_envelope
+from ledger.store.records import OperationalInfo, SubmissionDraft
+from tests.helpers.hostile import HOSTILE, assert_storable, document, item, market
 
 MAX_BYTES = 2_000_000
 

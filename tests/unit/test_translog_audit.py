@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.merkle.rfc6962 import consistency_proof, inclusion_proof, root_from_leaf_hashes
-from ledger.hashing import GENESIS_PREV_HASH, chain_hashes, entry_hash, payload_hash
+from ledger.store.hashing import GENESIS_PREV_HASH, chain_hashes, entry_hash, payload_hash
 from ledger.translog.audit import LogAuditor
 from ledger.translog.bundles import consistency_bundle, inclusion_bundle
 from ledger.translog.leaves import entry_leaf_hash

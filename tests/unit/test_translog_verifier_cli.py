@@ -14,7 +14,14 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from ledger.translog.__main__ import main
 from tests.unit.test_translog_audit import ENTRIES, KEY, _consistency, _inclusion, _note
 
-DB_MODULES = ("sqlalchemy", "psycopg", "pydantic_settings", "aiokafka", "ledger.database", "ledger.store")
+DB_MODULES = (
+    "sqlalchemy",
+    "psycopg",
+    "pydantic_settings",
+    "aiokafka",
+    "devstack.database",
+    "ledger.store.ledger_store",
+)
 
 
 def test_the_verifier_imports_no_database_code() -> None:

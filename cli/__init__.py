@@ -1,0 +1,1 @@
+"""The `ledger` command line: the composition root (see cli.main)."""

@@ -1,0 +1,167 @@
+"""``ledger consume``: run one consumer-group member until SIGTERM/SIGINT (or idle, for batch jobs)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+
+from cli.options import add_database_url
+from consumers.consumer import ConsumerConfig, LedgerConsumer
+from consumers.logs import configure_logging
+from consumers.metrics import ConsumerMetrics
+from devstack.services import open_writer_store, resolve_broker, settings_with
+from ledger.errors import LedgerError, SchemaNotReadyError
+from ledger.store.drafts import audit_envelope
+
+__all__ = ["register"]
+
+log = logging.getLogger("consumers.consume")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``consume`` to the ``ledger`` command line."""
+    parser = subparsers.add_parser(
+        "consume",
+        description=(
+            "Reads the topic as a member of the consumer group, audits every record and appends each "
+            "batch with its partition offsets in one Postgres transaction. Refused records go to the "
+            "dead-letter topic and are recorded as submission.rejected. Stops cleanly on SIGTERM/SIGINT."
+        ),
+    )
+    parser.add_argument("--topic", help="source topic (default: LEDGER_TOPIC)")
+    parser.add_argument("--dlq-topic", help="dead-letter topic (default: LEDGER_DLQ_TOPIC)")
+    parser.add_argument("--group", help="consumer group id (default: LEDGER_GROUP_ID)")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: LEDGER_KAFKA_BOOTSTRAP)")
+    add_database_url(parser, "LEDGER_DATABASE_URL or embedded")
+    parser.add_argument("--max-records", type=int, default=500, help="records per batch (default 500)")
+    parser.add_argument(
+        "--max-batch-bytes",
+        type=int,
+        default=16_777_216,
+        help="stop filling a batch at this many bytes of record values (default 16 MiB)",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=2,
+        help="audited batches committing or queued for commit while the next is audited (default 2)",
+    )
+    parser.add_argument(
+        "--until-idle", type=float, metavar="SECONDS", help="exit after SECONDS with nothing new"
+    )
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    parser.add_argument(
+        "--session-timeout-ms", type=int, help="default 2000 on the embedded broker, else 10000"
+    )
+    parser.add_argument(
+        "--heartbeat-interval-ms", type=int, help="default 300 on the embedded broker, else 3000"
+    )
+    parser.add_argument(
+        "--max-poll-interval-ms", type=int, default=300_000, help="leave the group if a poll takes longer"
+    )
+    parser.add_argument("--instance-id", help="static group membership id (fewer rebalances on restart)")
+    parser.add_argument("--create-topics", action="store_true", help="create missing topics first")
+    parser.add_argument(
+        "--partitions", type=int, default=4, help="partitions for --create-topics (default 4)"
+    )
+    parser.add_argument(
+        "--log-level", default="info", help="log level: debug, info, warning or error (default info)"
+    )
+    parser.set_defaults(handler=run)
+
+
+async def _create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [NewTopic(name, partitions, 1) for name in topics if name not in existing]
+        if missing:
+            await admin.create_topics(missing)
+            log.info("created topics", extra={"topics": [topic.name for topic in missing]})
+    finally:
+        await admin.close()
+
+
+async def _serve(consumer: LedgerConsumer) -> None:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        log.info("signal received", extra={"signal": signal.Signals(signum).name})
+        if signals == 1:
+            consumer.request_stop()
+        elif task is not None:  # a second signal abandons the batch in flight (nothing half-written)
+            task.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        await consumer.run()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve broker and database, then consume until stopped or idle."""
+    configure_logging(args.log_level)
+    settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
+    broker = resolve_broker(settings)
+    assert broker is not None
+    timing = broker.group_timing()
+    host = socket.gethostname()
+    config = ConsumerConfig(
+        bootstrap=broker.bootstrap,
+        topic=args.topic or settings.topic,
+        dlq_topic=args.dlq_topic or settings.dlq_topic,
+        group_id=args.group or settings.group_id,
+        host=host,
+        max_records=args.max_records,
+        max_batch_bytes=args.max_batch_bytes,
+        max_in_flight=args.max_in_flight,
+        max_message_bytes=settings.max_message_bytes,
+        until_idle=args.until_idle,
+        session_timeout_ms=args.session_timeout_ms or timing["session_timeout_ms"],
+        heartbeat_interval_ms=args.heartbeat_interval_ms or timing["heartbeat_interval_ms"],
+        max_poll_interval_ms=args.max_poll_interval_ms,
+        group_instance_id=args.instance_id,
+        client_id=f"ledger-consumer-{host}",
+    )
+    metrics = ConsumerMetrics()
+    metrics_port = args.metrics_port if args.metrics_port is not None else settings.metrics_port
+    if metrics_port:
+        metrics.serve(metrics_port)
+        log.info("serving metrics", extra={"port": metrics_port})
+    if args.create_topics or broker.origin == "started":
+        asyncio.run(_create_topics(broker.bootstrap, [config.topic, config.dlq_topic], args.partitions))
+    try:
+        with open_writer_store(settings) as store:  # never migrates: `ledger migrate` is the owner's step
+            consumer = LedgerConsumer(config, store, audit_envelope, metrics)
+            asyncio.run(_serve(consumer))
+    except asyncio.CancelledError:
+        log.warning("stopped by a second signal; the batch in flight was abandoned and will be re-delivered")
+        return 130
+    except SchemaNotReadyError as exc:
+        print(f"ledger consume: {exc.message}", file=sys.stderr)
+        return 2
+    except LedgerError as exc:
+        log.error("ledger error", extra={"code": exc.code, "error": exc.message})
+        return 1
+    except KafkaError as exc:
+        log.error(
+            "broker error", extra={"bootstrap": broker.bootstrap, "error": f"{type(exc).__name__}: {exc}"}
+        )
+        return 1
+    return 0

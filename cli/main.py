@@ -1,0 +1,57 @@
+"""The ``ledger`` console script: the composition root of the command line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from cli.commands import find
+from cli.parser import build_parser
+from devstack.extra import EmbeddedExtraMissing
+
+EXIT_MISSING_EXTRA = 2  # the command needs an optional extra that is not installed
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
+
+
+def run(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the chosen command; returns the process exit code."""
+    name = next((arg for arg in argv if not arg.startswith("-")), None)
+    command = find(name) if name is not None else None
+    # no name: only the grouped help; unknown name: every command, so argparse lists them all
+    parser, _ = build_parser([] if name is None else [command] if command else None)
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args))
+    except EmbeddedExtraMissing as exc:  # one line naming the extra, not a traceback
+        print(f"ledger {args.command} {exc}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ledger`` command line."""
+    try:
+        code = run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # a closed pipe shows up here at the latest, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`ledger publish ... | head`): end quietly, as Unix tools do. Nothing
+        # is lost by it: whatever the command did (records sent, entries appended) is already done,
+        # only the rest of its report has nowhere to go. stdout now points at /dev/null so that the
+        # interpreter's final flush cannot raise the same error again as a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""``ledger serve``: run the HTTP API (FastAPI on uvicorn), reading the ledger as ``ledger_reader``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from api.binding import TOKEN_ENV, AccessError, check_bind
+
+__all__ = ["register", "run_serve"]
+
+INSTALL_HINT = "ledger serve needs the api extra: pip install 'verification-ledger[api]'"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``ledger serve``."""
+    p = subparsers.add_parser(
+        "serve",
+        description=f"Read-only HTTP API. Off the loopback interface a bearer token ({TOKEN_ENV}) is required.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)")
+    p.set_defaults(handler=run_serve)
+
+
+def _error(message: object) -> int:
+    print(f"ledger serve: {message}", file=sys.stderr)
+    return 1
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Check the address and token, open the database as ledger_reader, and serve until stopped."""
+    token = os.environ.get(TOKEN_ENV) or None
+    try:
+        check_bind(args.host, token)
+    except AccessError as exc:
+        return _error(exc)
+    try:
+        import uvicorn
+
+        from api.app import create_app
+        from api.db import DatabaseUnavailable, ReaderSetupError, reader_engine
+    except ImportError as exc:
+        return _error(f"{INSTALL_HINT} ({exc.name} is missing)")
+    from devstack.database import open_database
+    from ledger.errors import LedgerError
+    from ledger.settings import get_settings
+
+    settings = get_settings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        with open_database(settings, migrate=False) as admin:
+            url = admin.url.render_as_string(hide_password=False)
+            engine = reader_engine(url)
+            try:
+                app = create_app(engine, token=token, max_body_bytes=settings.max_message_bytes)
+                print(
+                    f"ledger serve: http://{args.host}:{args.port} (as ledger_reader"
+                    f"{', bearer token required' if token else ', loopback only'})",
+                    file=sys.stderr,
+                )
+                uvicorn.run(app, host=args.host, port=args.port, log_level="info", server_header=False)
+            finally:
+                engine.dispose()
+    except (ReaderSetupError, DatabaseUnavailable, LedgerError) as exc:
+        return _error(exc)
+    return 0

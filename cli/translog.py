@@ -1,0 +1,236 @@
+"""Transparency-log commands: keygen, checkpoint, prove, export-log, verify-log and audit-log.
+
+``audit-log`` is the independent verifier: it imports nothing that touches a database (the
+database modules are imported inside the other handlers only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ledger.translog.audit_command import add_audit_command
+from ledger.translog.keys import SigningKeyError, generate_key_files, load_public_key
+from ledger.translog.note import verifier_key
+
+DEFAULT_ORIGIN_HELP = (
+    "log origin (default: the stored checkpoints', else LEDGER_LOG_ORIGIN, else cournot-ledger.local/log)"
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the transparency-log commands."""
+    p = subparsers.add_parser(
+        "keygen",
+        description="Writes a new Ed25519 private key to PATH (mode 0600) and its public key to PATH.pub, "
+        "then prints the verifier key. Keep the private key off the database host. Point LEDGER_SIGNING_KEY "
+        "at it, or pass it to `ledger checkpoint --key`.",
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, help="private key path (written 0600); PATH.pub beside it"
+    )
+    p.add_argument(
+        "--origin", default="cournot-ledger.local/log", help="log origin to print the verifier key for"
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing key file")
+    p.set_defaults(handler=run_keygen)
+
+    p = subparsers.add_parser(
+        "checkpoint",
+        description="Adds every new entry to the RFC 6962 tree, signs the tree head with the Ed25519 key and "
+        "stores the signed note in the ledger; the note is printed on stdout. --out also writes it to a file: "
+        "an existing directory or a path ending in / receives checkpoint-<size>-<time>.note; an existing "
+        "file is never replaced without --force (exit 2).",
+    )
+    p.add_argument("--key", type=Path, default=None, help="private key (default: LEDGER_SIGNING_KEY)")
+    p.add_argument("--origin", default=None, help=DEFAULT_ORIGIN_HELP)
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE|DIR/",
+        help="also write the signed note to FILE, or into DIR (existing, or written with a trailing /)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--topic", default=None, help="also publish it to this Kafka topic")
+    p.add_argument("--bootstrap", default=None, help="Kafka bootstrap (default: LEDGER_KAFKA_BOOTSTRAP)")
+    p.set_defaults(handler=run_checkpoint)
+
+    p = subparsers.add_parser(
+        "prove",
+        description="Prints, as JSON, the inclusion proof of an entry's leaf against a stored checkpoint, or "
+        "the consistency proof between two tree sizes. `ledger audit-log` checks the result offline.",
+    )
+    p.add_argument("target", nargs="?", help="global_seq, submission id or entry hash")
+    p.add_argument(
+        "--consistency",
+        nargs=2,
+        type=int,
+        metavar=("OLD_SIZE", "NEW_SIZE"),
+        help="prove that the tree of NEW_SIZE entries extends the tree of OLD_SIZE entries",
+    )
+    p.add_argument(
+        "--checkpoint", type=int, default=None, help="prove against this checkpoint id (default: latest)"
+    )
+    p.add_argument("--with-payload", action="store_true", help="include the entry's canonical payload text")
+    p.add_argument("--out", type=Path, default=None, help="write the JSON here instead of stdout")
+    p.set_defaults(handler=run_prove)
+
+    p = subparsers.add_parser(
+        "export-log",
+        description="Writes every stored checkpoint note, the consistency proofs between them and the "
+        "entries (entries.jsonl) into a directory that `ledger audit-log` can check without a database.",
+    )
+    p.add_argument("--out", type=Path, required=True, help="directory to write into")
+    p.add_argument(
+        "--with-payload", action="store_true", help="include canonical payload texts in entries.jsonl"
+    )
+    p.set_defaults(handler=run_export)
+
+    p = subparsers.add_parser(
+        "verify-log",
+        description="Checks each stored checkpoint's signature, recomputes its root from the stored entries "
+        "and checks consistency between checkpoints; exported notes given with --checkpoint are checked "
+        "too. Exit 1 when a check fails.",
+    )
+    p.add_argument("--public-key", type=Path, default=None, help="default: LEDGER_SIGNING_KEY's .pub")
+    p.add_argument("--checkpoint", type=Path, action="append", default=[], help="an exported checkpoint note")
+    p.set_defaults(handler=run_verify_log)
+
+    add_audit_command(subparsers)  # also `python -m ledger.translog audit-log`, without the rest
+
+
+def _error(command: str, message: object) -> int:
+    print(f"ledger {command}: {message}", file=sys.stderr)
+    return 1
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    """Create the key pair and print where it went."""
+    try:
+        pub_path, public_key = generate_key_files(args.out, overwrite=args.force)
+    except (SigningKeyError, OSError) as exc:
+        return _error("keygen", exc)
+    print(f"private key: {args.out} (mode 0600; keep it off the database host's backups)")
+    print(f"public key:  {pub_path}")
+    print(f"verifier key for origin {args.origin}: {verifier_key(args.origin, public_key)}")
+    return 0
+
+
+@contextmanager
+def _engine() -> Iterator[Any]:
+    from devstack.database import open_database
+
+    with open_database(create=False) as engine:
+        yield engine
+
+
+def run_checkpoint(args: argparse.Namespace) -> int:
+    """Sign a checkpoint, store it, and export it."""
+    from ledger.errors import LedgerError
+    from ledger.settings import get_settings
+    from ledger.translog.checkpoints import (
+        CheckpointError,
+        check_out_target,
+        create_checkpoint,
+        export_to_file,
+        export_to_topic,
+    )
+    from ledger.translog.keys import load_private_key
+
+    key_path = args.key or get_settings().signing_key
+    if key_path is None:
+        return _error(
+            "checkpoint",
+            "no signing key: set LEDGER_SIGNING_KEY or pass --key (create one with ledger keygen)",
+        )
+    refusal = check_out_target(args.out, overwrite=args.force) if args.out is not None else None
+    if refusal is not None:
+        # checked before signing, so a refused --out leaves no new checkpoint behind
+        print(f"ledger checkpoint: {refusal}", file=sys.stderr)
+        return 2
+    try:
+        private_key = load_private_key(Path(key_path))
+        with _engine() as engine:
+            stored = create_checkpoint(engine, private_key, origin=args.origin)
+        if args.out is not None:
+            written = export_to_file(stored.note, args.out, overwrite=args.force)
+            print(f"written to {written}", file=sys.stderr)
+        if args.topic:
+            export_to_topic([(stored.origin, stored.note)], args.topic, args.bootstrap)
+            print(f"published to topic {args.topic}", file=sys.stderr)
+    except (SigningKeyError, CheckpointError, LedgerError, OSError) as exc:
+        return _error("checkpoint", exc)
+    print(
+        f"checkpoint {stored.checkpoint_id}: tree size {stored.tree_size}, root 0x{stored.root_hash.hex()}",
+        file=sys.stderr,
+    )
+    sys.stdout.write(stored.note)
+    return 0
+
+
+def _emit(document: object, out: Path | None) -> None:
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        print(f"written to {out}", file=sys.stderr)
+
+
+def run_prove(args: argparse.Namespace) -> int:
+    """Print an inclusion or a consistency proof bundle."""
+    from ledger.errors import LedgerError
+    from ledger.translog import proving
+
+    if (args.target is None) == (args.consistency is None):
+        return _error(
+            "prove", "give either an entry (global_seq, submission id, entry hash) or --consistency OLD NEW"
+        )
+    try:
+        with _engine() as engine, engine.connect() as connection:
+            if args.consistency is not None:
+                document: object = proving.prove_consistency(connection, *args.consistency)
+            else:
+                document = proving.prove_entries(connection, args.target, args.checkpoint, args.with_payload)
+    except (proving.ProofError, LedgerError) as exc:
+        return _error("prove", exc)
+    _emit(document, args.out)
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Write what an auditor needs into a directory."""
+    from ledger.errors import LedgerError
+    from ledger.translog import proving
+
+    try:
+        with _engine() as engine, engine.connect() as connection:
+            summary = proving.export_log(connection, args.out, with_payload=args.with_payload)
+    except (proving.ProofError, LedgerError, OSError) as exc:
+        return _error("export-log", exc)
+    print(summary)
+    return 0
+
+
+def run_verify_log(args: argparse.Namespace) -> int:
+    """Run :func:`verify_checkpoints` and print its problems."""
+    from ledger.errors import LedgerError
+    from ledger.translog.verify import verify_checkpoints
+
+    try:
+        public_key = load_public_key(args.public_key) if args.public_key else None
+        notes = [(str(path), path.read_text(encoding="utf-8")) for path in args.checkpoint]
+        with _engine() as engine:
+            problems = verify_checkpoints(engine, public_key=public_key, external_notes=notes)
+    except (SigningKeyError, LedgerError, OSError, UnicodeDecodeError) as exc:
+        return _error("verify-log", exc)
+    for problem in problems:
+        print(problem.render())
+    errors = [p for p in problems if p.severity == "error"]
+    print(f"verify-log: {'FAILED, ' + str(len(errors)) + ' problem(s)' if errors else 'ok'}")
+    return 1 if errors else 0

@@ -1,7 +1,0 @@
-"""``python -m consumers ...`` is the ``ledger`` command line."""
-
-import sys
-
-from consumers.cli import main
-
-sys.exit(main())

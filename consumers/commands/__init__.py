@@ -1,1 +1,0 @@
-"""The Kafka-facing ``ledger`` commands: publish, consume, health (one module each)."""

@@ -1,0 +1,1 @@
+"""The reasoning stage: LLM reasoning verification as a ledger-driven worker."""

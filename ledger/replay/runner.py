@@ -1,0 +1,324 @@
+"""``ledger replay``: re-run the engine on stored inputs and compare with what the ledger holds.
+
+For each selected audited submission, in ledger order: decode the canonical PromptSpec and
+EvidenceBundle of its ``submission.received`` entry with the consumer's validation
+(:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
+compare every step, step hash, the verdict, the roots and the other committed payload parts with
+the stored step rows and entries (:mod:`ledger.replay.compare`). Recorded LLM exchanges of
+``reasoning.verified`` entries are replayed too (:mod:`ledger.replay.reasoning`).
+
+Statuses: ``identical``; ``diverged`` (same engine version, something differs: nondeterminism or
+tampering); ``version_drift`` (the recorded engine version is not :data:`ENGINE_VERSION`:
+differences are expected and listed, not counted as divergence); ``error`` (the stored inputs
+cannot be replayed at all). Pages are read from one snapshot; with ``jobs > 1`` worker processes
+replay one page while the next is read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from itertools import repeat
+from multiprocessing import get_context
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from sqlalchemy import Engine
+
+from engine.auditor import AuditorAgent
+from engine.envelope import decode_stored_inputs
+from engine.judge import JudgeAgent
+from engine.merkle.rfc6962 import Frontier, leaf_hash
+from engine.pipeline import run_pipeline
+from engine.version import ENGINE_VERSION
+from ledger.replay.compare import Difference, StoredArtifacts, compare_run
+from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
+from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
+from ledger.store.drafts import submission_draft
+from ledger.store.hashing import canonical_text
+from ledger.store.read import auto_jobs, snapshot
+
+__all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
+
+ReplayStatus = Literal["identical", "diverged", "version_drift", "error"]
+MAX_RESULTS = 1000
+AUTO_PARALLEL_MIN = 1000  # submissions; below this, replaying inline beats starting workers
+
+_AUDITOR = AuditorAgent()
+_JUDGE = JudgeAgent()
+
+
+@dataclass(frozen=True)
+class SubmissionReplay:
+    """The replay of one submission."""
+
+    submission_id: str
+    market_id: str | None
+    first_seq: int
+    status: ReplayStatus
+    recorded_engine_version: str
+    steps: int
+    head_stream_seq: int = 0
+    differing: tuple[str, ...] = ()
+    first: Difference | None = None
+    por_root: str | None = None
+    error: str | None = None
+    reasoning: tuple[ReasoningReplay, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """Diverged, unreplayable, or a reasoning entry diverged or failed."""
+        return self.status in ("diverged", "error") or any(item.failed for item in self.reasoning)
+
+    def leaf(self) -> bytes:
+        """This outcome as a leaf of the run's ``results_root`` (canonical JSON bytes)."""
+        return canonical_text(
+            {
+                "por_root": self.por_root,
+                "recorded_engine_version": self.recorded_engine_version,
+                "status": self.status,
+                "submission_id": self.submission_id,
+            }
+        ).encode("utf-8")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        out: dict[str, Any] = {
+            "submission_id": self.submission_id,
+            "market_id": self.market_id,
+            "first_seq": self.first_seq,
+            "status": self.status,
+            "recorded_engine_version": self.recorded_engine_version,
+            "steps": self.steps,
+            "differing": list(self.differing),
+            "first_difference": None if self.first is None else self.first.to_json(),
+            "por_root": self.por_root,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        if self.reasoning:
+            out["reasoning"] = [item.to_json() for item in self.reasoning]
+        return out
+
+
+def _load(text: str | None, kind: str) -> dict[str, Any]:
+    if text is None:
+        raise ValueError(f"no {kind} entry")
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"the {kind} payload is not an object")
+    return value
+
+
+def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
+    """Replay one stored submission (pure apart from ``live`` reasoning calls)."""
+    failed = SubmissionReplay(
+        submission_id=case.submission_id,
+        market_id=case.market_id,
+        first_seq=case.first_seq,
+        status="error",
+        recorded_engine_version=case.recorded_engine_version,
+        steps=len(case.step_texts),
+        head_stream_seq=case.head_stream_seq,
+        reasoning=tuple(replay_reasoning(seq, text, live=live) for seq, text in case.reasoning),
+    )
+    try:
+        received = _load(case.received, "submission.received")
+        stored = StoredArtifacts(
+            engine_version=case.recorded_engine_version,
+            received=received,
+            audit=_load(case.audit, "audit.completed"),
+            verdict=_load(case.verdict, "verdict.issued"),
+            step_ids=case.step_ids,
+            step_hashes=case.step_hashes,
+            step_texts=case.step_texts,
+            payload_texts={
+                kind: text
+                for kind, text in (
+                    ("submission.received", case.received),
+                    ("audit.completed", case.audit),
+                    ("verdict.issued", case.verdict),
+                )
+                if text is not None
+            },
+        )
+        # the consumer's own validation (models and cross-field checks), so stored inputs it would
+        # have refused are refused here too, with its reason code
+        decoded = decode_stored_inputs(received)
+        inputs = decoded.envelope
+        prompt_spec, evidence = inputs.prompt_spec, inputs.evidence_bundle
+    except (ValueError, ValidationError) as exc:  # EnvelopeError is a ValueError
+        return replace(failed, error=f"stored inputs cannot be replayed: {exc}".splitlines()[0])
+    try:
+        result = run_pipeline(prompt_spec, evidence, auditor=_AUDITOR, judge=_JUDGE)
+        draft = submission_draft(decoded, result, None)  # the consumer's own draft builder
+    except Exception as exc:  # the engine refusing stored inputs is a finding, not a crash
+        return replace(failed, error=f"the engine failed on the stored inputs: {type(exc).__name__}: {exc}")
+    outcome = compare_run(stored, result, draft)
+    return replace(
+        failed,
+        status=outcome.status,
+        differing=outcome.differing,
+        first=outcome.first,
+        por_root=result.roots.por_root,
+    )
+
+
+@dataclass
+class ReplayReport:
+    """Totals, the non-identical results (all results with ``keep_identical``), notes."""
+
+    selection: ReplaySelection
+    live: bool
+    engine_version: str = ENGINE_VERSION
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"identical": 0, "diverged": 0, "version_drift": 0, "error": 0}
+    )
+    reasoning_counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONING_STATUSES, 0))
+    steps: int = 0
+    steps_by_status: dict[str, int] = field(
+        default_factory=lambda: {"identical": 0, "diverged": 0, "version_drift": 0, "error": 0}
+    )
+    elapsed_seconds: float = 0.0
+    jobs: int = 1
+    results: list[SubmissionReplay] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    frontier: Frontier = field(default_factory=Frontier)
+    first_seq: int | None = None
+    last_seq: int | None = None
+    recorded: dict[str, Any] | None = None
+    results_left_out: int = 0
+
+    @property
+    def submissions(self) -> int:
+        """Submissions replayed."""
+        return sum(self.counts.values())
+
+    @property
+    def ok(self) -> bool:
+        """No divergence and no error (version drift alone is not a failure)."""
+        return self.counts["diverged"] == 0 and self.counts["error"] == 0 and not self.reasoning_failed
+
+    @property
+    def reasoning_failed(self) -> bool:
+        """A reasoning entry diverged or could not be replayed."""
+        return self.reasoning_counts["diverged"] > 0 or self.reasoning_counts["error"] > 0
+
+    @property
+    def results_root(self) -> str:
+        """RFC 6962 root over every outcome's :meth:`SubmissionReplay.leaf`, in ledger order."""
+        return "0x" + self.frontier.root().hex()
+
+    def add(self, item: SubmissionReplay, keep_identical: bool) -> None:
+        """Count one outcome."""
+        self.counts[item.status] += 1
+        self.steps += item.steps
+        self.steps_by_status[item.status] += item.steps
+        for reasoning in item.reasoning:
+            self.reasoning_counts[reasoning.status] += 1
+        self.frontier = self.frontier.append(leaf_hash(item.leaf()))
+        self.first_seq = item.first_seq if self.first_seq is None else self.first_seq
+        self.last_seq = item.first_seq
+        if keep_identical or item.status != "identical" or item.failed:
+            if len(self.results) < MAX_RESULTS:
+                self.results.append(item)
+            else:
+                self.results_left_out += 1
+
+    def summary(self) -> dict[str, Any]:
+        """The totals as JSON-ready values."""
+        total = self.submissions
+        rate = self.steps / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
+        return {
+            "submissions": total,
+            **self.counts,
+            "identical_percent": round(100.0 * self.counts["identical"] / total, 3) if total else 100.0,
+            "steps": self.steps,
+            "reasoning": dict(self.reasoning_counts),
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+            "steps_per_second": round(rate, 1),
+            "jobs": self.jobs,
+            "results_root": self.results_root,
+            "results_count": self.frontier.size,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole report (see docs/replay-and-verify.md for the shape)."""
+        return {
+            "command": "replay",
+            "ok": self.ok,
+            "engine_version": self.engine_version,
+            "live": self.live,
+            "selection": self.selection.describe(),
+            "summary": self.summary(),
+            "results": [item.to_json() for item in self.results],
+            "results_left_out": self.results_left_out,
+            "notes": list(self.notes),
+            "recorded": self.recorded,
+        }
+
+
+def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Iterator[SubmissionReplay]:
+    """Outcomes in ledger order; with workers, page k is replayed while page k+1 is read."""
+    if jobs <= 1:
+        for page in pages:
+            for case in page:
+                yield replay_case(case, live)
+        return
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("forkserver")) as pool:
+        pending: Iterator[SubmissionReplay] | None = None
+        for page in pages:
+            chunk = max(1, len(page) // (jobs * 4))
+            submitted = pool.map(replay_case, page, repeat(live), chunksize=chunk)
+            if pending is not None:
+                yield from pending
+            pending = submitted
+        if pending is not None:
+            yield from pending
+
+
+def run_replay(
+    engine: Engine,
+    selection: ReplaySelection,
+    *,
+    live: bool = False,
+    jobs: int = 1,
+    keep_identical: bool = False,
+    progress: Callable[[int, int, int, int], None] | None = None,
+    recorder: Callable[[SubmissionReplay], None] | None = None,
+    page_size: int = 500,
+) -> ReplayReport:
+    """Replay the selection; ``progress(done, total, steps_done, steps_total)`` after each outcome,
+    ``recorder(outcome)`` (e.g. :class:`ledger.replay.record.ReplayRecorder`) for each one."""
+    report = ReplayReport(selection=selection, live=live)
+    started = time.perf_counter()
+    with snapshot(engine) as conn:
+        total, total_steps = count_selected(conn, selection)
+        report.jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs
+        pages = iter_replay_pages(conn, selection, page_size)
+        for item in _replayed(pages, live, report.jobs):
+            report.add(item, keep_identical)
+            if recorder is not None:
+                recorder(item)
+            if progress is not None:
+                progress(report.submissions, total, report.steps, total_steps)
+    report.elapsed_seconds = time.perf_counter() - started
+    if report.reasoning_counts["skipped"]:
+        report.notes.append(
+            f"{report.reasoning_counts['skipped']} reasoning.verified entries skipped: "
+            "ledger.reasoning.stage is not installed, LLM exchanges not replayed"
+        )
+    if sum(report.reasoning_counts.values()) == 0:
+        where = "" if reasoning_stage() is not None else " (ledger.reasoning.stage is not installed)"
+        report.notes.append(
+            f"no reasoning.verified entries in the selection: LLM exchanges not replayed{where}"
+        )
+    if report.counts["version_drift"]:
+        report.notes.append(
+            f"{report.counts['version_drift']} submission(s) were produced by another engine version than "
+            f"{ENGINE_VERSION}: version drift, not nondeterminism"
+        )
+    return report

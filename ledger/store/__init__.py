@@ -1,0 +1,1 @@
+"""The ledger store: rows, reads, the append transaction, drafts, payloads and hashing."""

@@ -1,0 +1,481 @@
+"""The append transaction: prepare drafts outside the lock, then write a whole batch under it.
+
+Everything that does not depend on the global position (canonical text, payload hashes, the
+per-submission chain) is computed by :func:`prepare` before the transaction. Inside it,
+:func:`begin_append` takes the append lock (``LOCK TABLE ledger_store.append_lock IN EXCLUSIVE
+MODE``, which a ``ledger_reader`` login has no privilege to take); :func:`write_batch` then reads
+what is already stored for the batch's idempotency keys, assigns ``global_seq = max + 1 ...`` to the new entries, COPYs
+the rows, records conflicts, advances the consumer offsets (forward only) and NOTIFYs. Because
+appends are serialised and each one sees every earlier commit, the committed entries always form
+a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never skips one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from psycopg import Cursor, sql
+
+from engine.canonical import CanonicalizationError, canonical_bytes_of_plain, dumps_canonical
+from ledger.errors import InvalidDraftError, StaleOffsetError
+from ledger.store.hashing import (
+    canonical_text,
+    chain_hashes,
+    payload_hash,
+    step_hash,
+    submission_header,
+    submission_id_for,
+)
+from ledger.store.records import (
+    ENTRY_WRITE_COLUMNS,
+    FOLLOW_UP_KINDS,
+    STEP_COLUMNS,
+    STORED_ENTRY_COLUMNS,
+    AppendResult,
+    ConflictRecord,
+    EntryDraft,
+    OffsetAdvance,
+    StoredEntry,
+    StreamAppendResult,
+    SubmissionDraft,
+)
+from ledger.translog.tree import append_entries_to_tree
+
+NOTIFY_CHANNEL = "ledger_entries"
+# The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
+# ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
+APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
+
+_SUBMISSION_COLUMNS = (
+    "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
+    "received_at, kafka_topic, kafka_partition, kafka_offset, host"
+)
+
+
+@dataclass(frozen=True)
+class PreparedEntry:
+    """An entry with its canonical text and chain hashes; only ``global_seq`` is still missing."""
+
+    stream_seq: int
+    kind: str
+    payload_canonical: str
+    payload_hash: str
+    prev_hash: str
+    entry_hash: str
+
+
+@dataclass(frozen=True)
+class PreparedSubmission:
+    """A draft turned into rows (minus global positions)."""
+
+    draft: SubmissionDraft
+    submission_id: str
+    header: dict[str, Any]
+    input_hashes_canonical: str
+    entries: tuple[PreparedEntry, ...]
+    step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
+
+    def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
+        """The entries as they are stored when the first gets ``first_seq``."""
+        version = self.draft.engine_version
+        return tuple(
+            StoredEntry(
+                first_seq + i,
+                self.submission_id,
+                e.stream_seq,
+                e.kind,
+                e.payload_hash,
+                e.prev_hash,
+                e.entry_hash,
+                version,
+            )
+            for i, e in enumerate(self.entries)
+        )
+
+
+def _canonical(value: Any, where: str) -> str:
+    try:
+        text = canonical_text(value)
+        text.encode("utf-8")
+    except CanonicalizationError as exc:
+        raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
+    except UnicodeEncodeError as exc:
+        raise InvalidDraftError("string holds a lone surrogate, not valid UTF-8", field_path=where) from exc
+    return text
+
+
+_SCALARS = (str, int, bool)
+
+
+def _entry_canonical(entry: EntryDraft, where: str) -> str:
+    """The entry's canonical payload text: the precomputed one after a cheap check, else computed.
+
+    A precomputed text is trusted for what the check cannot see (values inside nested objects):
+    only the consumer sets it, in-process, from the same canonical function (EntryDraft). The
+    cheap check: the text parses to an object with exactly the payload's non-None keys and its
+    top-level scalars, and re-encodes to itself (so it is in canonical form). When it does not
+    pass (or cannot run: orjson reads big integers as floats) the payload is canonicalised and the
+    draft is refused unless the two texts are equal: fail closed, never a silent substitute.
+    """
+    text = entry.canonical
+    if text is None:
+        return _canonical(entry.payload, where)
+    if _looks_like_canonical_of(text, entry.payload):
+        return text
+    if _canonical(entry.payload, where) != text:
+        raise InvalidDraftError("precomputed canonical text differs from the payload's", field_path=where)
+    return text
+
+
+def _looks_like_canonical_of(text: str, payload: dict[str, Any]) -> bool:
+    try:
+        encoded = text.encode("utf-8")
+        parsed = orjson.loads(encoded)
+    except (UnicodeEncodeError, orjson.JSONDecodeError):  # not the quick path: prepare recomputes
+        return False
+    if not isinstance(parsed, dict):
+        return False
+    present = {key: value for key, value in payload.items() if value is not None}
+    if set(parsed) != set(present):
+        return False
+    for key, value in present.items():
+        if isinstance(value, _SCALARS) and (type(parsed[key]) is not type(value) or parsed[key] != value):
+            return False
+    return canonical_bytes_of_plain(parsed) == encoded
+
+
+def prepare(draft: SubmissionDraft) -> PreparedSubmission:
+    """Canonicalise and hash one draft; raises :class:`InvalidDraftError` on bad content."""
+    header = submission_header(
+        idempotency_key=draft.idempotency_key,
+        market_id=draft.market_id,
+        bundle_id=draft.bundle_id,
+        input_hashes=draft.input_hashes,
+        status=draft.status,
+    )
+    try:
+        submission_id = submission_id_for(header)
+    except CanonicalizationError as exc:
+        raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
+    texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(draft.entries)]
+    hashes = [payload_hash(text) for text in texts]
+    links = [(entry.kind, h, draft.engine_version) for entry, h in zip(draft.entries, hashes, strict=True)]
+    chain = chain_hashes(submission_id, links)
+    entries = tuple(
+        PreparedEntry(seq, entry.kind, text, h, prev, current)
+        for entry, text, h, (seq, prev, current) in zip(draft.entries, texts, hashes, chain, strict=True)
+    )
+    positions = [i for i, entry in enumerate(draft.entries) if entry.kind == "trace.step"]
+    step_rows: list[tuple[Any, ...]] = []
+    for position, step in zip(positions, draft.steps, strict=True):
+        if step_hash(step.canonical_step) != step.step_hash:
+            raise InvalidDraftError(
+                "step_hash is not sha256 of canonical_step", field_path=f"steps[{step.step_index}].step_hash"
+            )
+        row = (
+            position,
+            step.step_index,
+            step.step_id,
+            step.step_type,
+            list(step.evidence_ids),
+            step.step_hash,
+            step.canonical_step,
+        )
+        step_rows.append(row)
+    return PreparedSubmission(
+        draft=draft,
+        submission_id=submission_id,
+        header=header,
+        input_hashes_canonical=_canonical(draft.input_hashes, "input_hashes"),
+        entries=entries,
+        step_rows=tuple(step_rows),
+    )
+
+
+@dataclass
+class _Stored:
+    submission_id: str
+    input_hashes_canonical: str
+    entries: tuple[StoredEntry, ...]
+
+
+def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
+    cur.execute(
+        "SELECT idempotency_key, submission_id, input_hashes_canonical FROM ledger_store.submissions "
+        "WHERE idempotency_key = ANY(%s)",
+        (keys,),
+    )
+    heads = {key: (submission_id, canonical) for key, submission_id, canonical in cur.fetchall()}
+    if not heads:
+        return {}
+    cur.execute(
+        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%s) "
+        "ORDER BY submission_id, stream_seq",
+        ([submission_id for submission_id, _ in heads.values()],),
+    )
+    by_submission: dict[str, list[StoredEntry]] = {}
+    for row in cur.fetchall():
+        by_submission.setdefault(row[1], []).append(StoredEntry(*row))
+    return {
+        key: _Stored(submission_id, canonical, tuple(by_submission.get(submission_id, ())))
+        for key, (submission_id, canonical) in heads.items()
+    }
+
+
+def _conflict_reason(offer: PreparedSubmission, stored: _Stored) -> str | None:
+    """None when the offer is the stored submission again; else why it conflicts."""
+    if offer.submission_id != stored.submission_id:
+        if offer.input_hashes_canonical != stored.input_hashes_canonical:
+            return "input_hashes_differ"
+        return "header_differs"
+    offered = [entry.entry_hash for entry in offer.entries]
+    if [entry.entry_hash for entry in stored.entries[: len(offered)]] != offered:
+        return "entries_differ"
+    return None
+
+
+def _operational(draft: SubmissionDraft) -> tuple[Any, ...]:
+    info = draft.operational
+    if info is None:
+        return (None, None, None, None, None)
+    return (info.received_at, info.topic, info.partition, info.offset, info.host)
+
+
+def _record_conflict(
+    cur: Cursor[Any], offer: PreparedSubmission, stored: _Stored, reason: str
+) -> ConflictRecord:
+    offered_entries = [
+        {"kind": e.kind, "payload_hash": e.payload_hash, "entry_hash": e.entry_hash} for e in offer.entries
+    ]
+    cur.execute(
+        "INSERT INTO ledger_store.idempotency_conflicts (idempotency_key, submission_id, reason, "
+        "offered_submission_id, offered_header, offered_entries, offered_engine_version, received_at, "
+        "kafka_topic, kafka_partition, kafka_offset, host) "
+        "VALUES (%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s, %s) RETURNING conflict_id",
+        (
+            offer.draft.idempotency_key,
+            stored.submission_id,
+            reason,
+            offer.submission_id,
+            dumps_canonical(offer.header),
+            dumps_canonical(offered_entries),
+            offer.draft.engine_version,
+            *_operational(offer.draft),
+        ),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return ConflictRecord(
+        int(row[0]), offer.draft.idempotency_key, reason, stored.submission_id, offer.submission_id
+    )
+
+
+def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
+    with cur.copy(f"COPY ledger_store.submissions ({_SUBMISSION_COLUMNS}) FROM STDIN") as copy:
+        for offer, _ in new:
+            draft = offer.draft
+            copy.write_row(
+                (
+                    offer.submission_id,
+                    draft.idempotency_key,
+                    draft.market_id,
+                    draft.bundle_id,
+                    draft.status,
+                    offer.input_hashes_canonical,
+                    draft.engine_version,
+                    *_operational(draft),
+                )
+            )
+    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
+        for offer, first_seq in new:
+            version = offer.draft.engine_version
+            for i, e in enumerate(offer.entries):
+                copy.write_row(
+                    (
+                        first_seq + i,
+                        offer.submission_id,
+                        e.stream_seq,
+                        e.kind,
+                        e.payload_canonical,
+                        e.payload_hash,
+                        e.prev_hash,
+                        e.entry_hash,
+                        version,
+                    )
+                )
+    if any(offer.step_rows for offer, _ in new):
+        with cur.copy(f"COPY ledger_store.trace_steps ({STEP_COLUMNS}) FROM STDIN") as copy:
+            for offer, first_seq in new:
+                for position, *rest in offer.step_rows:
+                    copy.write_row((offer.submission_id, rest[0], first_seq + position, *rest[1:]))
+
+
+def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:
+    """Compare-and-set each partition's offset: from ``from_offset`` exactly, or create it from 0."""
+    for advance in offsets:
+        key = (advance.group, advance.topic, advance.partition)
+        cur.execute(
+            "UPDATE ledger_store.consumer_offsets SET next_offset = %s, updated_at = now() "
+            "WHERE consumer_group = %s AND topic = %s AND kafka_partition = %s AND next_offset = %s "
+            "RETURNING next_offset",
+            (advance.next_offset, *key, advance.from_offset),
+        )
+        moved = cur.fetchone() is not None
+        if not moved and advance.from_offset == 0:
+            # A partition's first batch starts at 0 (the consumer seeks there when no row exists;
+            # records below the log start fall inside the batch). The read-back decides.
+            cur.execute(
+                "INSERT INTO ledger_store.consumer_offsets (consumer_group, topic, kafka_partition, next_offset) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (consumer_group, topic, kafka_partition) DO NOTHING "
+                "RETURNING next_offset",
+                (*key, advance.next_offset),
+            )
+            moved = cur.fetchone() is not None
+        if not moved:
+            cur.execute(
+                "SELECT next_offset FROM ledger_store.consumer_offsets "
+                "WHERE consumer_group = %s AND topic = %s AND kafka_partition = %s",
+                (advance.group, advance.topic, advance.partition),
+            )
+            stored = cur.fetchone()
+            raise StaleOffsetError(
+                f"stored next_offset {stored[0] if stored else 'none'} is not this batch's from_offset "
+                f"{advance.from_offset}: another consumer advanced {advance.topic}[{advance.partition}], "
+                "or the database lost commits this consumer saw acknowledged; the batch was rolled back "
+                "and the consumer re-seeks from the stored offset",
+                group=advance.group,
+                topic=advance.topic,
+                partition=advance.partition,
+                from_offset=advance.from_offset,
+            )
+
+
+def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_timeout: str) -> None:
+    """Session settings for this transaction, then the global append lock."""
+    cur.execute(
+        "SELECT set_config('lock_timeout', %s, true), set_config('idle_in_transaction_session_timeout', %s, true)",
+        (lock_timeout, idle_timeout),
+    )
+    if role:
+        cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+    cur.execute(APPEND_LOCK_SQL)
+
+
+def write_batch(
+    cur: Cursor[Any], prepared: Sequence[PreparedSubmission], offsets: Sequence[OffsetAdvance]
+) -> list[AppendResult]:
+    """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
+    keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
+    stored = _load_stored(cur, keys)
+    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    row = cur.fetchone()
+    next_seq = int(row[0]) + 1 if row else 1
+    new: list[tuple[PreparedSubmission, int]] = []
+    pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
+    results: list[AppendResult | None] = []
+    for index, offer in enumerate(prepared):
+        key = offer.draft.idempotency_key
+        found = stored.get(key)
+        if found is None:
+            entries = offer.stored_entries(next_seq)
+            new.append((offer, next_seq))
+            next_seq += len(offer.entries)
+            stored[key] = _Stored(offer.submission_id, offer.input_hashes_canonical, entries)
+            results.append(AppendResult(key, offer.submission_id, "created", entries))
+            continue
+        reason = _conflict_reason(offer, found)
+        if reason is None:
+            results.append(AppendResult(key, found.submission_id, "existing", found.entries))
+        else:
+            pending.append((index, offer, found, reason))
+            results.append(None)
+    if new:
+        _copy_new(cur, new)
+        append_entries_to_tree(cur, [entry for offer, first in new for entry in offer.stored_entries(first)])
+    for index, offer, found, reason in pending:
+        conflict = _record_conflict(cur, offer, found, reason)
+        results[index] = AppendResult(
+            offer.draft.idempotency_key, found.submission_id, "conflict", found.entries, conflict
+        )
+    _advance_offsets(cur, offsets)
+    if new:
+        cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(next_seq - 1)))
+    return [result for result in results if result is not None]
+
+
+def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, str]]:
+    """``(kind, payload_canonical, payload_hash)`` for entries that extend an existing chain."""
+    if not entries:
+        raise InvalidDraftError("nothing to append", field_path="entries")
+    out = []
+    for index, entry in enumerate(entries):
+        if entry.kind not in FOLLOW_UP_KINDS:
+            raise InvalidDraftError(
+                f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
+            )
+        text = _canonical(entry.payload, f"entries[{index}].payload")
+        out.append((entry.kind, text, payload_hash(text)))
+    return out
+
+
+def write_follow_ups(
+    cur: Cursor[Any],
+    submission_id: str,
+    prepared: Sequence[tuple[str, str, str]],
+    *,
+    expected_stream_seq: int,
+    engine_version: str,
+    offsets: Sequence[OffsetAdvance] = (),
+) -> StreamAppendResult:
+    """Inside the transaction, after :func:`begin_append`: chain entries after the expected head."""
+    cur.execute(
+        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s "
+        "ORDER BY stream_seq",
+        (submission_id, expected_stream_seq),
+    )
+    stored = [StoredEntry(*row) for row in cur.fetchall()]
+    if not stored or stored[0].stream_seq != expected_stream_seq:
+        raise InvalidDraftError(
+            f"submission {submission_id} has no entry at stream_seq {expected_stream_seq}",
+            field_path="expected_stream_seq",
+        )
+    head, after = stored[0], tuple(stored[1:])
+    links = [(kind, digest, engine_version) for kind, _, digest in prepared]
+    chain = chain_hashes(submission_id, links, start_seq=head.stream_seq + 1, prev_hash=head.entry_hash)
+    if after:
+        offered = [current for _, _, current in chain]
+        if [entry.entry_hash for entry in after[: len(offered)]] == offered:
+            result = StreamAppendResult("existing", submission_id, after[: len(offered)])
+        else:
+            result = StreamAppendResult("stale", submission_id, after)
+        _advance_offsets(cur, offsets)
+        return result
+    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    row = cur.fetchone()
+    first_seq = (int(row[0]) if row else 0) + 1
+    created = tuple(
+        StoredEntry(first_seq + i, submission_id, seq, kind, digest, prev, current, engine_version)
+        for i, ((kind, _, digest), (seq, prev, current)) in enumerate(zip(prepared, chain, strict=True))
+    )
+    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
+        for entry, (_, text, _) in zip(created, prepared, strict=True):
+            copy.write_row(
+                (
+                    entry.global_seq,
+                    submission_id,
+                    entry.stream_seq,
+                    entry.kind,
+                    text,
+                    entry.payload_hash,
+                    entry.prev_hash,
+                    entry.entry_hash,
+                    engine_version,
+                )
+            )
+    append_entries_to_tree(cur, created)
+    _advance_offsets(cur, offsets)
+    cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(created[-1].global_seq)))
+    return StreamAppendResult("created", submission_id, created)

@@ -1,0 +1,168 @@
+"""Audit a validated envelope with the engine pipeline and shape the ledger submission draft.
+
+Entries, in stream order: ``submission.received`` (canonical inputs and their hashes),
+one ``trace.step`` per step (paired with its ``trace_steps`` row), ``audit.completed``
+(VerificationResult, roots, evaluation_variables, the trace header) and ``verdict.issued``.
+Nothing here depends on the clock, the host or the Kafka coordinates (those travel in
+``OperationalInfo``, which is never hashed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from engine.envelope import DecodedEnvelope
+from engine.pipeline import PipelineResult, run_pipeline
+from engine.schemas import ReasoningStep
+from ledger.store.hashing import canonical_text
+from ledger.store.payloads import (
+    audit_payload,
+    received_payload,
+    step_draft,
+    trace_step_entry,
+    verdict_payload,
+)
+from ledger.store.records import EntryDraft, OperationalInfo, StepDraft, SubmissionDraft
+
+__all__ = ["audit_envelope", "submission_draft"]
+
+
+def text_sha256_bytes(data: bytes) -> str:
+    """``0x`` + sha256 of ``data`` (the engine's hash format)."""
+    return "0x" + hashlib.sha256(data).hexdigest()
+
+
+class StepHashMismatchError(RuntimeError):
+    """The ledger's step hash differs from the engine's: a bug, never stored."""
+
+
+def _step_drafts(result: PipelineResult) -> list[StepDraft]:
+    """One :class:`StepDraft` per step, reusing the canonical bytes and hashes the engine made.
+
+    ``prepare`` still checks ``step_hash(canonical_step) == step_hash`` for every row, so a wrong
+    pairing is refused there. A result built outside ``run_pipeline`` has no canonical bytes: its
+    steps are canonicalised here and checked against the engine's hashes.
+    """
+    steps = result.trace.steps
+    if len(result.step_canonical) != len(steps):
+        return [_recomputed_step(index, step, result.step_hashes[index]) for index, step in enumerate(steps)]
+    return [
+        StepDraft(
+            step_index=index,
+            step_id=step.step_id,
+            step_type=step.type,
+            evidence_ids=tuple(step.evidence_ids),
+            step_hash=result.step_hashes[index],
+            canonical_step=result.step_canonical[index].decode("utf-8"),
+        )
+        for index, step in enumerate(steps)
+    ]
+
+
+def _recomputed_step(index: int, step: ReasoningStep, engine_hash: str) -> StepDraft:
+    draft = step_draft(index, step.model_copy(update={"hash_commitment": None}))
+    if draft.step_hash != engine_hash:
+        raise StepHashMismatchError(
+            f"step {step.step_id}: ledger hash {draft.step_hash} != engine hash {engine_hash}"
+        )
+    return draft
+
+
+_PROMPT_SPEC_KEY = "prompt_spec"
+_AFTER_PROMPT_SPEC = ',"prompt_spec_hash":"'
+
+
+def _received_canonical(received: dict[str, Any], result: PipelineResult) -> str | None:
+    """Canonical text of the ``submission.received`` payload, splicing in the engine's prompt-spec bytes.
+
+    The rest of the payload is canonicalised here with the store's function; the prompt spec's
+    canonical bytes (made once by the engine, the preimage of ``prompt_spec_hash``) go where the
+    canonical key order puts them: right before ``prompt_spec_hash``, the last key. None (the store
+    canonicalises the payload itself) when the engine gave no bytes, the bytes do not hash to
+    ``prompt_spec_hash``, or the payload has a key that would sort elsewhere.
+    """
+    spec_bytes = result.prompt_spec_canonical
+    spec_hash = received.get("prompt_spec_hash")
+    if not spec_bytes or not isinstance(spec_hash, str) or text_sha256_bytes(spec_bytes) != spec_hash:
+        return None
+    rest = {key: value for key, value in received.items() if key != _PROMPT_SPEC_KEY}
+    if any(key >= _PROMPT_SPEC_KEY for key in rest if key != "prompt_spec_hash"):
+        return None
+    text = canonical_text(rest)
+    at = text.rfind(_AFTER_PROMPT_SPEC)  # the last key's value is a hex string: its marker is the last one
+    if at < 0 or not text.endswith('"}'):
+        return None
+    return f'{text[:at]},"{_PROMPT_SPEC_KEY}":{spec_bytes.decode("utf-8")}{text[at:]}'
+
+
+def submission_draft(
+    decoded: DecodedEnvelope, result: PipelineResult, operational: OperationalInfo | None
+) -> SubmissionDraft:
+    """The audited submission for ``decoded`` given the pipeline's ``result``."""
+    envelope = decoded.envelope
+    spec, bundle = envelope.prompt_spec, envelope.evidence_bundle
+    roots = result.roots
+    input_hashes = {
+        "inputs_hash": decoded.inputs_hash,
+        "prompt_spec_hash": roots.prompt_spec_hash,
+        "evidence_root": roots.evidence_root,
+    }
+    received = received_payload(
+        prompt_spec=spec,
+        evidence_bundle=bundle,
+        prompt_spec_hash=roots.prompt_spec_hash,
+        evidence_root=roots.evidence_root,
+        envelope_options=envelope.options.model_dump(mode="json", exclude_none=True),
+        inputs_hash=decoded.inputs_hash,
+    )
+    received["envelope"] = {
+        "schema_id": envelope.schema_id,
+        "schema_version": envelope.schema_version,
+        "event_id": envelope.event_id,
+    }
+    received_canonical = _received_canonical(received, result)
+    steps = _step_drafts(result)
+    trace_header = {
+        "trace_id": result.trace.trace_id,
+        "policy": result.trace.policy,
+        "evidence_refs": result.trace.evidence_refs,
+        "step_hashes": result.step_hashes,
+    }
+    entries = [
+        EntryDraft("submission.received", received, canonical=received_canonical),
+        *(trace_step_entry(step) for step in steps),
+        EntryDraft(
+            "audit.completed",
+            audit_payload(
+                verification_result=result.audit_verification,
+                roots=roots,
+                evaluation_variables=result.evaluation_variables,
+                trace=trace_header,
+            ),
+        ),
+        EntryDraft(
+            "verdict.issued",
+            verdict_payload(
+                verdict=result.verdict, roots=roots, judge_verification=result.judge_verification
+            ),
+        ),
+    ]
+    return SubmissionDraft(
+        idempotency_key=decoded.idempotency_key,
+        market_id=decoded.market_id,
+        bundle_id=bundle.bundle_id,
+        input_hashes=input_hashes,
+        status="audited",
+        entries=entries,
+        steps=steps,
+        operational=operational,
+        engine_version=result.engine_version,
+    )
+
+
+def audit_envelope(decoded: DecodedEnvelope, operational: OperationalInfo | None = None) -> SubmissionDraft:
+    """Run Auditor and Judge on the envelope's inputs and return the submission draft."""
+    envelope = decoded.envelope
+    result = run_pipeline(envelope.prompt_spec, envelope.evidence_bundle)
+    return submission_draft(decoded, result, operational)

@@ -1,0 +1,157 @@
+"""The ledger's own commitments: submission ids, payload hashes and the per-submission hash chain.
+
+Pure functions over strings and integers (no I/O). The definitions, stated in
+``docs/event-store.md`` §3, are:
+
+* ``submission_id = to_hex(sha256(canonical(header)))`` where ``header`` is
+  ``{bundle_id, idempotency_key, input_hashes, market_id, status}`` (``None`` dropped as usual);
+* ``payload_hash = to_hex(sha256(utf8(payload_canonical)))``, the exact stored text, which equals
+  ``to_hex(hash_canonical(payload))``;
+* ``entry_hash = to_hex(sha256(canonical({stream_id, stream_seq, kind, payload_hash, prev_hash,
+  engine_version})))`` with ``stream_id`` = the submission id, ``stream_seq`` counting from 1, and
+  ``prev_hash`` of the first entry = :data:`GENESIS_PREV_HASH`;
+* the RFC 6962 Merkle leaf of an entry is the 32 raw bytes of its ``entry_hash``
+  (:func:`merkle_leaf_data`), in ``global_seq`` order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from engine.canonical import canonical_bytes, from_hex, hash_canonical, sha256_hex, to_hex
+
+GENESIS_PREV_HASH = "0x" + "0" * 64
+
+__all__ = [
+    "GENESIS_PREV_HASH",
+    "canonical_text",
+    "chain_hashes",
+    "entry_hash",
+    "entry_hash_reference",
+    "merkle_leaf_data",
+    "payload_hash",
+    "quote",
+    "step_hash",
+    "submission_header",
+    "submission_id_for",
+    "text_sha256",
+]
+
+
+def text_sha256(text: str) -> str:
+    """``0x`` + sha256 of the UTF-8 bytes of ``text``."""
+    return sha256_hex(text.encode("utf-8"))
+
+
+def payload_hash(payload_canonical: str) -> str:
+    """The hash of an entry's canonical payload text (what replay/verify recompute)."""
+    return text_sha256(payload_canonical)
+
+
+def step_hash(canonical_step: str) -> str:
+    """``step_hash = "0x" + sha256(canonical(step))`` over the stored canonical step text."""
+    return text_sha256(canonical_step)
+
+
+def submission_header(
+    *,
+    idempotency_key: str,
+    market_id: str | None,
+    bundle_id: str | None,
+    input_hashes: Mapping[str, Any],
+    status: str,
+) -> dict[str, Any]:
+    """The committed facts of a submission row; its hash is the submission id."""
+    return {
+        "bundle_id": bundle_id,
+        "idempotency_key": idempotency_key,
+        "input_hashes": dict(input_hashes),
+        "market_id": market_id,
+        "status": status,
+    }
+
+
+def submission_id_for(header: Mapping[str, Any]) -> str:
+    """``to_hex(hash_canonical(header))``: the stream id of the submission's hash chain."""
+    return to_hex(hash_canonical(dict(header)))
+
+
+def entry_hash_reference(
+    stream_id: str, stream_seq: int, kind: str, payload_hash: str, prev_hash: str, engine_version: str
+) -> str:
+    """The definition, through the general canonicaliser (slow path, used by tests and verify)."""
+    preimage = {
+        "engine_version": engine_version,
+        "kind": kind,
+        "payload_hash": payload_hash,
+        "prev_hash": prev_hash,
+        "stream_id": stream_id,
+        "stream_seq": stream_seq,
+    }
+    return to_hex(hash_canonical(preimage))
+
+
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+
+
+def _json_str(value: str) -> str:
+    """``json.dumps(value, ensure_ascii=False)``; hex hashes and plain names skip the encoder."""
+    if type(value) is str and _NEEDS_ESCAPE.search(value) is None:
+        return f'"{value}"'
+    return json.dumps(value, ensure_ascii=False)
+
+
+def entry_hash(
+    stream_id: str, stream_seq: int, kind: str, payload_hash: str, prev_hash: str, engine_version: str
+) -> str:
+    """Same bytes as :func:`entry_hash_reference`, built directly (keys are already sorted)."""
+    if isinstance(stream_seq, bool) or not isinstance(stream_seq, int):
+        raise TypeError(f"stream_seq must be an int, got {type(stream_seq).__name__}")
+    text = (
+        f'{{"engine_version":{_json_str(engine_version)},"kind":{_json_str(kind)},'
+        f'"payload_hash":{_json_str(payload_hash)},"prev_hash":{_json_str(prev_hash)},'
+        f'"stream_id":{_json_str(stream_id)},"stream_seq":{stream_seq}}}'
+    )
+    return text_sha256(text)
+
+
+def chain_hashes(
+    stream_id: str,
+    links: Iterable[tuple[str, str, str]],
+    *,
+    start_seq: int = 1,
+    prev_hash: str = GENESIS_PREV_HASH,
+) -> list[tuple[int, str, str]]:
+    """Chain ``(kind, payload_hash, engine_version)`` links; returns ``(stream_seq, prev_hash, entry_hash)``."""
+    out: list[tuple[int, str, str]] = []
+    seq = start_seq
+    for kind, link_payload_hash, engine_version in links:
+        current = entry_hash(stream_id, seq, kind, link_payload_hash, prev_hash, engine_version)
+        out.append((seq, prev_hash, current))
+        prev_hash = current
+        seq += 1
+    return out
+
+
+def canonical_text(value: Any) -> str:
+    """The engine's canonical JSON of ``value`` as text (one implementation for the whole ledger)."""
+    return canonical_bytes(value).decode("utf-8")
+
+
+def merkle_leaf_data(entry_hash_hex: str) -> bytes:
+    """The RFC 6962 leaf input ``d`` for an entry: the raw 32 bytes of ``entry_hash``."""
+    data = from_hex(entry_hash_hex)
+    if len(data) != 32:
+        raise ValueError(f"entry_hash must be 32 bytes, got {len(data)}")
+    return data
+
+
+_PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f]*')
+
+
+def quote(text: str) -> str:
+    """``text`` as a JSON string, as the canonical form writes it."""
+    return f'"{text}"' if _PLAIN_TEXT.fullmatch(text) else json.dumps(text, ensure_ascii=False)

@@ -1,0 +1,302 @@
+"""Plain records exchanged with the ledger: drafts going in, stored rows coming out.
+
+Drafts are validated on construction (:class:`~ledger.errors.InvalidDraftError`), so a malformed
+batch fails before any transaction starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from ledger.errors import IdempotencyConflictError, InvalidDraftError
+
+ENTRY_KINDS: tuple[str, ...] = (
+    "submission.received",
+    "trace.step",
+    "audit.completed",
+    "reasoning.verified",
+    "verdict.issued",
+    "submission.rejected",
+    "replay.verified",
+    "por.verified",
+)
+SUBMISSION_STATUSES: tuple[str, ...] = ("audited", "rejected", "por_verified")
+CONFLICT_REASONS: tuple[str, ...] = ("input_hashes_differ", "header_differs", "entries_differ")
+FOLLOW_UP_KINDS: tuple[str, ...] = ("reasoning.verified", "replay.verified")
+"""Kinds that may extend an existing submission's chain (never a second received/step/audit entry)."""
+
+AppendStatus = Literal["created", "existing", "conflict"]
+StreamAppendStatus = Literal["created", "existing", "stale"]
+
+
+@dataclass(frozen=True)
+class EntryDraft:
+    """One entry to append: its kind and its payload (canonicalised by the store).
+
+    ``canonical``, when set, is the payload's canonical text made in the same process by the same
+    canonical function (the consumer splices in bytes the engine already produced); the store then
+    stores and hashes it instead of canonicalising the payload again, after a cheap check that it
+    is canonical JSON of the payload's keys and top-level scalars (:func:`ledger.store.append.prepare`
+    refuses any draft that fails the check). Leave it None for payloads from anywhere else.
+    """
+
+    kind: str
+    payload: dict[str, Any]
+    canonical: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENTRY_KINDS:
+            raise InvalidDraftError(
+                f"unknown entry kind {self.kind!r}; expected one of {ENTRY_KINDS}", field_path="kind"
+            )
+        if not isinstance(self.payload, dict):
+            raise InvalidDraftError("payload must be a dict", field_path="payload")
+
+
+@dataclass(frozen=True)
+class StepDraft:
+    """One trace step row; ``step_hash`` must be ``to_hex(sha256(canonical_step))``."""
+
+    step_index: int
+    step_id: str
+    step_type: str
+    evidence_ids: tuple[str, ...] | list[str]
+    step_hash: str
+    canonical_step: str
+
+
+@dataclass(frozen=True)
+class DeadLetterCoordinates:
+    """Where the broker stored a rejection's dead-letter copy (``ledger_store.dead_letters``)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class OperationalInfo:
+    """Where and when a submission arrived. Stored in uncommitted columns, never hashed."""
+
+    received_at: datetime | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    host: str | None = None
+    dead_letter: DeadLetterCoordinates | None = None
+
+
+@dataclass(frozen=True)
+class SubmissionDraft:
+    """An audited (or rejected) submission with all its entries and trace steps.
+
+    The k-th ``trace.step`` entry belongs to ``steps[k]``: its payload carries that step's
+    ``step_index`` and ``step_hash`` (see :func:`ledger.store.payloads.trace_step_payload`).
+    """
+
+    idempotency_key: str
+    market_id: str | None
+    bundle_id: str | None
+    input_hashes: dict[str, Any]
+    status: str
+    entries: list[EntryDraft]
+    steps: list[StepDraft] = field(default_factory=list)
+    operational: OperationalInfo | None = None
+    engine_version: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.idempotency_key, str) or not self.idempotency_key:
+            raise InvalidDraftError(
+                "idempotency_key must be a non-empty string", field_path="idempotency_key"
+            )
+        if self.status not in SUBMISSION_STATUSES:
+            raise InvalidDraftError(f"status must be one of {SUBMISSION_STATUSES}", field_path="status")
+        if not self.engine_version:
+            raise InvalidDraftError("engine_version is required", field_path="engine_version")
+        if not self.entries:
+            raise InvalidDraftError("a submission needs at least one entry", field_path="entries")
+        step_entries = [entry for entry in self.entries if entry.kind == "trace.step"]
+        if len(step_entries) != len(self.steps):
+            raise InvalidDraftError(
+                f"{len(step_entries)} trace.step entries but {len(self.steps)} step rows", field_path="steps"
+            )
+        indexes = [step.step_index for step in self.steps]
+        if len(set(indexes)) != len(indexes):
+            raise InvalidDraftError("step_index values must be unique", field_path="steps")
+        for position, (entry, step) in enumerate(zip(step_entries, self.steps, strict=True)):
+            if (
+                entry.payload.get("step_hash") != step.step_hash
+                or entry.payload.get("step_index") != step.step_index
+            ):
+                raise InvalidDraftError(
+                    "trace.step payload must carry the step_index and step_hash of its step row",
+                    field_path=f"steps[{position}]",
+                )
+
+
+@dataclass(frozen=True)
+class OffsetAdvance:
+    """The batch consumed ``[from_offset, next_offset)`` of one partition.
+
+    ``incarnation``: the source-log incarnation the consumer read the batch from; the append is
+    refused (:class:`~ledger.errors.StaleOffsetError`) unless it is the group's current one.
+    """
+
+    group: str
+    topic: str
+    partition: int
+    from_offset: int
+    next_offset: int
+    incarnation: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.from_offset < 0 or self.next_offset < self.from_offset:
+            raise InvalidDraftError(
+                f"offsets must satisfy 0 <= from_offset ({self.from_offset}) <= next_offset ({self.next_offset})",
+                field_path="offsets",
+            )
+
+
+# The SQL column lists of the stored rows, once: each in the field order of the record it fills.
+STORED_ENTRY_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version"
+)
+LEDGER_ENTRY_COLUMNS = f"{STORED_ENTRY_COLUMNS}, payload_canonical, appended_at"
+STEP_COLUMNS = (
+    "submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step"
+)
+# what the append transaction writes, in COPY order
+ENTRY_WRITE_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
+    "engine_version"
+)
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """An entry as committed: its positions and hashes (payload omitted)."""
+
+    global_seq: int
+    submission_id: str
+    stream_seq: int
+    kind: str
+    payload_hash: str
+    prev_hash: str
+    entry_hash: str
+    engine_version: str
+
+
+@dataclass(frozen=True)
+class LedgerEntry(StoredEntry):
+    """A stored entry with its exact canonical payload text (what verify hashes)."""
+
+    payload_canonical: str = ""
+    appended_at: datetime | None = None
+
+    @property
+    def payload(self) -> Any:
+        """The payload parsed from the canonical text (ints and floats as written)."""
+        return json.loads(self.payload_canonical)
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """A stored trace step row."""
+
+    submission_id: str
+    step_index: int
+    global_seq: int
+    step_id: str
+    step_type: str
+    evidence_ids: tuple[str, ...]
+    step_hash: str
+    canonical_step: str
+
+
+def stored_step(row: Sequence[Any]) -> StoredStep:
+    """A :class:`StoredStep` from a row selected with :data:`STEP_COLUMNS`."""
+    return StoredStep(row[0], row[1], row[2], row[3], row[4], tuple(row[5] or ()), row[6], row[7])
+
+
+@dataclass(frozen=True)
+class ConflictRecord:
+    """An idempotency conflict as recorded in ``ledger_store.idempotency_conflicts``."""
+
+    conflict_id: int
+    idempotency_key: str
+    reason: str
+    existing_submission_id: str
+    offered_submission_id: str
+
+    def to_error(self) -> IdempotencyConflictError:
+        """The matching exception."""
+        return IdempotencyConflictError(
+            f"idempotency key {self.idempotency_key!r} is stored with different content ({self.reason}); "
+            f"conflict #{self.conflict_id} recorded",
+            idempotency_key=self.idempotency_key,
+            reason=self.reason,
+            existing_submission_id=self.existing_submission_id,
+            offered_submission_id=self.offered_submission_id,
+            conflict_id=self.conflict_id,
+        )
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What happened to one submission of a batch.
+
+    ``created``: written now. ``existing``: already stored with the same content (success, nothing
+    written). ``conflict``: stored with different content; the stored entries are returned and
+    the conflict was recorded.
+    """
+
+    idempotency_key: str
+    submission_id: str
+    status: AppendStatus
+    entries: tuple[StoredEntry, ...]
+    conflict: ConflictRecord | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True for ``created`` and ``existing``."""
+        return self.status != "conflict"
+
+    def raise_for_conflict(self) -> None:
+        """Raise :class:`~ledger.errors.IdempotencyConflictError` if this was a conflict."""
+        if self.conflict is not None:
+            raise self.conflict.to_error()
+
+
+@dataclass(frozen=True)
+class StreamAppendResult:
+    """Outcome of :meth:`ledger.store.ledger_store.LedgerStore.append_to_stream`.
+
+    ``created``: written now (``entries`` are the new ones). ``existing``: the same entries already
+    follow the expected head (an idempotent repeat; nothing written). ``stale``: the chain moved past
+    the expected head with other entries; nothing written, ``entries`` are what follows the head.
+    """
+
+    status: StreamAppendStatus
+    submission_id: str
+    entries: tuple[StoredEntry, ...]
+
+
+@dataclass(frozen=True)
+class SubmissionRecord:
+    """A stored submission with its entries (in stream order) and its trace steps."""
+
+    submission_id: str
+    idempotency_key: str
+    market_id: str | None
+    bundle_id: str | None
+    status: str
+    input_hashes: dict[str, Any]
+    engine_version: str
+    operational: OperationalInfo
+    appended_at: datetime | None
+    entries: tuple[LedgerEntry, ...]
+    steps: tuple[StoredStep, ...]

@@ -1,0 +1,1 @@
+"""`ledger verify`: check the ledger itself from stored bytes."""

@@ -1,0 +1,317 @@
+"""The checks ``ledger verify`` runs on one submission, from stored bytes only (pure, no I/O).
+
+* **header**: the submission id is the hash of the row's committed columns;
+* **entries**: ``payload_hash`` = SHA-256 of the stored canonical text, ``entry_hash`` recomputed
+  (:func:`ledger.store.hashing.entry_hash`), ``prev_hash`` links, ``stream_seq`` contiguity, canonical
+  payload text, engine version, and the entry kinds a submission of its status must have;
+* **steps**: SHA-256 of each stored canonical step against its ``step_hash`` column, the hash its
+  ``trace.step`` entry commits to and the audit's trace header; the row's columns against its text;
+* **roots**: ``reasoning_root`` over the recomputed step hashes, ``evidence_root`` and
+  ``prompt_spec_hash`` over the stored inputs, ``verdict_hash`` over the stored verdict and
+  ``por_root`` over the four, against the ``audit.completed``/``verdict.issued`` payloads, the
+  ``submission.received`` payload, the submission's ``input_hashes`` and the verdict's references.
+
+Each broken item is a :class:`Problem`; those about a PoR component carry an
+:class:`engine.sentinel.Challenge` built as the Sentinel builds it (``docs/challenges.md``): a
+broken step is pinpointed by leaf index with a proof in the recomputed reasoning tree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ledger.store.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
+from ledger.store.records import FOLLOW_UP_KINDS, LedgerEntry, StoredStep
+from ledger.verify.problems import MISSING, Problem, parse_canonical, quote, top_level_value
+from ledger.verify.roots import RootChecks
+from ledger.verify.source import SubmissionGroup
+
+__all__ = ["Problem", "check_submission"]
+
+
+class _Checker(RootChecks):
+    """State of the checks of one submission."""
+
+    def __init__(self, group: SubmissionGroup) -> None:
+        self.group = group
+        self.problems: list[Problem] = []
+        self.payloads: dict[str, Any] = {}
+        self.pieces: dict[str, Any] = {}
+        self.step_entries: dict[int, tuple[LedgerEntry, dict[str, Any]]] = {}
+        self.market_id = group.market_id
+        self.claimed_roots: dict[str, Any] = {}
+        self.bundle_root: str | None = None
+        self.recomputed_por: list[str] = []
+        self.step_texts = [row.canonical_step for row in group.steps]
+
+    def report(self, code: str, message: str, **where: Any) -> Problem:
+        problem = Problem(
+            code, message, submission_id=self.group.submission_id, market_id=self.market_id, **where
+        )
+        self.problems.append(problem)
+        return problem
+
+    # -- header and entries ------------------------------------------------------------------
+
+    def header(self) -> None:
+        group = self.group
+        try:
+            input_hashes = json.loads(group.input_hashes_canonical)
+            header = submission_header(
+                idempotency_key=group.idempotency_key,
+                market_id=group.market_id,
+                bundle_id=group.bundle_id,
+                input_hashes=input_hashes,
+                status=group.status,
+            )
+            recomputed = text_sha256(canonical_text(header))
+        except (ValueError, TypeError) as exc:
+            self.report("submission_header_invalid", f"input_hashes are not a JSON object: {exc}")
+            return
+        self.payloads["input_hashes"] = input_hashes
+        if recomputed != group.submission_id:
+            self.report(
+                "submission_id_mismatch",
+                "the submission row's committed columns do not hash to its submission_id",
+                details={"recomputed": recomputed},
+            )
+
+    def entries(self) -> None:
+        group, previous = self.group, GENESIS_PREV_HASH
+        for expected_seq, entry in enumerate(group.entries, start=1):
+            where = {"global_seq": entry.global_seq, "stream_seq": entry.stream_seq, "entry_kind": entry.kind}
+            if entry.stream_seq != expected_seq:
+                self.report(
+                    "stream_seq_gap", f"stream_seq {expected_seq} expected, found {entry.stream_seq}", **where
+                )
+            self.entry(entry, previous, where)
+            previous = entry.entry_hash
+        self.structure()
+
+    def entry(self, entry: LedgerEntry, previous: str, where: dict[str, Any]) -> None:
+        recomputed_payload = text_sha256(entry.payload_canonical)
+        recomputed_entry = entry_hash(
+            self.group.submission_id,
+            entry.stream_seq,
+            entry.kind,
+            recomputed_payload,
+            entry.prev_hash,
+            entry.engine_version,
+        )
+        details = {"stored": entry.payload_hash, "recomputed": recomputed_payload}
+        if recomputed_payload != entry.payload_hash:
+            self.report(
+                "payload_hash_mismatch",
+                "the stored payload text does not hash to payload_hash",
+                details=details,
+                **where,
+            )
+        elif recomputed_entry != entry.entry_hash:
+            details = {"stored": entry.entry_hash, "recomputed": recomputed_entry}
+            self.report(
+                "entry_hash_mismatch",
+                "the entry's columns do not hash to its entry_hash",
+                details=details,
+                **where,
+            )
+        if entry.prev_hash != previous:
+            details = {"prev_hash": entry.prev_hash, "expected": previous}
+            self.report(
+                "chain_broken", "prev_hash is not the previous entry's entry_hash", details=details, **where
+            )
+        if entry.kind not in FOLLOW_UP_KINDS and entry.engine_version != self.group.engine_version:
+            details = {"entry": entry.engine_version, "submission": self.group.engine_version}
+            self.report(
+                "engine_version_mismatch",
+                "entry and submission engine versions differ",
+                details=details,
+                **where,
+            )
+        if entry.kind == "trace.step":
+            self.step_entries[entry.global_seq] = (entry, where)  # compared with its row in steps()
+            return
+        self.parse_payload(entry, where)
+
+    def parse_payload(self, entry: LedgerEntry, where: dict[str, Any]) -> Any:
+        """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON)."""
+        try:
+            split = entry.kind in ("submission.received", "verdict.issued")
+            payload, canonical, pieces = parse_canonical(entry.payload_canonical, split=split)
+        except ValueError as exc:
+            self.report("payload_not_json", f"the payload text is not JSON: {exc}", **where)
+            return None
+        if not canonical:
+            self.report("payload_not_canonical", "the payload text is not in canonical form", **where)
+        if entry.kind not in self.payloads and entry.kind != "trace.step":
+            self.payloads[entry.kind] = payload
+            self.pieces.update(pieces)
+        return payload
+
+    def structure(self) -> None:
+        kinds = [entry.kind for entry in self.group.entries]
+        if self.group.status == "rejected":
+            required, forbidden = (
+                ["submission.rejected"],
+                ["submission.received", "trace.step", "audit.completed"],
+            )
+        elif self.group.status == "por_verified":  # a verified Cournot PoR pack (one entry)
+            required, forbidden = (
+                ["por.verified"],
+                ["submission.received", "trace.step", "audit.completed", "submission.rejected"],
+            )
+        else:
+            required, forbidden = (
+                ["submission.received", "audit.completed", "verdict.issued"],
+                ["submission.rejected"],
+            )
+        for kind in required:
+            if kinds.count(kind) != 1:
+                self.report(
+                    "entries_missing",
+                    f"a {self.group.status} submission needs exactly one {kind} entry, has {kinds.count(kind)}",
+                )
+        for kind in forbidden:
+            if kind in kinds:
+                self.report("unexpected_entry", f"a {self.group.status} submission has a {kind} entry")
+        if kinds and kinds[0] != required[0]:
+            self.report("entries_out_of_order", f"the chain starts with {kinds[0]}, not {required[0]}")
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def steps(self) -> list[int]:
+        """Check every step row; returns the step indexes with a problem."""
+        header = self.payloads.get("audit.completed", {}).get("trace", {})
+        header_hashes = header.get("step_hashes") if isinstance(header, dict) else None
+        broken: list[int] = []
+        paired: set[int] = set()
+        for position, row in enumerate(self.group.steps):
+            if row.step_index != position:
+                self.report(
+                    "step_index_gap",
+                    f"step_index {position} expected, found {row.step_index}",
+                    step_index=row.step_index,
+                )
+            committed = self.committed_step(row)
+            paired.add(row.global_seq)
+            header_hash = (
+                header_hashes[position]
+                if isinstance(header_hashes, list) and position < len(header_hashes)
+                else None
+            )
+            if self.step(row, committed, header_hash):
+                broken.append(position)
+        for seq in sorted(set(self.step_entries) - paired):
+            self.parse_payload(*self.step_entries[seq])
+            self.report(
+                "step_row_missing",
+                "a trace.step entry has no step row",
+                global_seq=seq,
+                entry_kind="trace.step",
+            )
+        if isinstance(header_hashes, list) and len(header_hashes) != len(self.group.steps):
+            self.report(
+                "trace_header_mismatch",
+                f"the audit trace lists {len(header_hashes)} step hashes, {len(self.group.steps)} rows are stored",
+            )
+        return broken
+
+    def committed_step(self, row: StoredStep) -> dict[str, Any] | None:
+        """The row's trace.step payload: compared as exact text with what the append path writes for
+        the row (the common case, no parsing), else parsed and checked; None when there is none."""
+        found = self.step_entries.get(row.global_seq)
+        if found is None:
+            return None
+        entry, where = found
+        expected = (
+            f'{{"step_hash":{quote(row.step_hash)},"step_id":{quote(row.step_id)},'
+            f'"step_index":{row.step_index},"step_type":{quote(row.step_type)}}}'
+        )
+        if entry.payload_canonical == expected:
+            return {
+                "step_hash": row.step_hash,
+                "step_id": row.step_id,
+                "step_index": row.step_index,
+                "step_type": row.step_type,
+            }
+        payload = self.parse_payload(entry, where)
+        return payload if isinstance(payload, dict) else {}
+
+    def step(self, row: StoredStep, committed: dict[str, Any] | None, header_hash: Any) -> bool:
+        """Check one row; True when something is wrong with it."""
+        text_hash = text_sha256(row.canonical_step)
+        details: dict[str, Any] = {"recomputed": text_hash, "step_hash_column": row.step_hash}
+        code = message = None
+        if committed is None:
+            code, message = (
+                "step_entry_missing",
+                "the step row's global_seq is not a trace.step entry of this submission",
+            )
+        else:
+            details["committed"] = committed.get("step_hash")
+            if text_hash != row.step_hash:
+                code, message = (
+                    "step_hash_mismatch",
+                    "the stored canonical step does not hash to its step_hash",
+                )
+            elif committed.get("step_hash") != row.step_hash:
+                code, message = (
+                    "step_not_committed",
+                    "the step row's hash differs from the one its trace.step entry commits to",
+                )
+            elif [committed.get(k) for k in ("step_index", "step_id", "step_type")] != [
+                row.step_index,
+                row.step_id,
+                row.step_type,
+            ]:
+                code, message = (
+                    "step_entry_mismatch",
+                    "the trace.step entry names another step index, id or type",
+                )
+        if code is None and header_hash is not None and header_hash != text_hash:
+            details["audit_trace_hash"] = header_hash
+            code, message = (
+                "trace_header_mismatch",
+                "the audit.completed trace lists another hash for this step",
+            )
+        if code is None:
+            code, message = self.step_columns(row)
+        if code is None or message is None:
+            return False
+        self.report(
+            code,
+            message,
+            global_seq=row.global_seq,
+            entry_kind="trace.step",
+            step_index=row.step_index,
+            step_id=row.step_id,
+            leaf_index=row.step_index,
+            details=details,
+        )
+        return True
+
+    @staticmethod
+    def step_columns(row: StoredStep) -> tuple[str | None, str | None]:
+        """The ``evidence_ids`` column against the step text (step_id and step_type are compared
+        with the trace.step entry, which commits to them)."""
+        try:
+            evidence_ids = top_level_value(row.canonical_step, "evidence_ids")
+        except ValueError:
+            return "step_not_json", "the stored canonical step is not a canonical JSON object"
+        found = () if evidence_ids is MISSING or evidence_ids is None else tuple(evidence_ids)
+        if found != row.evidence_ids:
+            return "step_columns_mismatch", "the evidence_ids column differs from the step text"
+        return None, None
+
+
+def check_submission(group: SubmissionGroup) -> list[Problem]:
+    """Every problem of one submission (empty when it verifies)."""
+    checker = _Checker(group)
+    checker.header()
+    checker.entries()
+    if group.status == "audited":
+        broken = checker.steps()
+        checker.roots(broken)
+    elif group.steps:
+        checker.report("unexpected_entry", f"a {group.status} submission has {len(group.steps)} step rows")
+    return checker.problems

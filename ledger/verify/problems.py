@@ -1,0 +1,126 @@
+"""What ``ledger verify`` reports: :class:`Problem`, and small helpers over stored canonical bytes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from engine.canonical import canonical_bytes, sha256_hex, to_hex
+from engine.merkle import cournot_root
+from engine.sentinel import Challenge
+from ledger.store.hashing import quote
+
+__all__ = [
+    "MISSING",
+    "Problem",
+    "cournot_root_hex",
+    "is_hex32",
+    "parse_canonical",
+    "quote",
+    "sha256_hex",
+    "top_level_value",
+]
+
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken item: a machine ``code``, a message, where it is, and the challenge if any."""
+
+    code: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+    source: Literal["ledger", "translog"] = "ledger"
+    submission_id: str | None = None
+    market_id: str | None = None
+    global_seq: int | None = None
+    stream_seq: int | None = None
+    entry_kind: str | None = None
+    step_index: int | None = None
+    step_id: str | None = None
+    leaf_index: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    challenge: Challenge | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form: None fields dropped, the challenge as its packet."""
+        out = {k: v for k, v in self.__dict__.items() if v is not None and k != "challenge"}
+        if not self.details:
+            out.pop("details", None)
+        out["challenge"] = None if self.challenge is None else self.challenge.model_dump(mode="json")
+        return out
+
+
+def is_hex32(value: Any) -> bool:
+    """``0x`` + 64 lowercase hex digits."""
+    return isinstance(value, str) and len(value) == 66 and value[:2] == "0x" and set(value[2:]) <= _HEX
+
+
+MISSING = object()
+_DECODER = json.JSONDecoder()
+
+
+def top_level_value(text: str, key: str) -> Any:
+    """The value of ``key`` in a canonical JSON object text, decoding only the members before it
+    (keys are sorted); :data:`MISSING` when absent. Raises ValueError on anything else."""
+    if text == "{}":
+        return MISSING
+    if not text.startswith("{"):
+        raise ValueError("not a JSON object")
+    position = 1
+    while True:
+        name, position = _DECODER.raw_decode(text, position)
+        if not isinstance(name, str) or text[position : position + 1] != ":":
+            raise ValueError("not a canonical JSON object")
+        value, position = _DECODER.raw_decode(text, position + 1)
+        if name == key:
+            return value
+        if name > key or text[position : position + 1] == "}":
+            return MISSING
+        if text[position : position + 1] != ",":
+            raise ValueError("not a canonical JSON object")
+        position += 1
+
+
+def _pieces(value: Any) -> dict[str, Any]:
+    """Canonical bytes of the parts verify hashes: ``prompt_spec``, ``verdict`` and each evidence item."""
+    pieces: dict[str, Any] = {}
+    if not isinstance(value, dict):
+        return pieces
+    for name in ("prompt_spec", "verdict"):
+        if name in value:
+            pieces[name] = canonical_bytes(value[name])
+    bundle = value.get("evidence_bundle")
+    if isinstance(bundle, dict) and isinstance(bundle.get("items"), list):
+        pieces["items"] = [canonical_bytes(item) for item in bundle["items"]]
+    return pieces
+
+
+def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[str, Any]]:
+    """``(parsed, is canonical, pieces)``; raises ValueError when the text is not JSON.
+
+    With ``split``, ``pieces`` holds the canonical bytes of the parts verify hashes (see
+    :func:`_pieces`), so each is serialised once.
+    """
+    data = text.encode("utf-8")
+    try:
+        value = orjson.loads(data)
+        canonical = canonical_bytes(value) == data
+    except (orjson.JSONDecodeError, ValueError):
+        canonical = False
+    if not canonical:  # orjson reads ints beyond 64 bits as floats, refuses NaN: the standard parser decides
+        value = json.loads(text)
+        try:
+            canonical = canonical_bytes(value) == data
+        except ValueError:
+            return value, False, {}
+    return value, canonical, _pieces(value) if split and canonical else {}
+
+
+def cournot_root_hex(hex_leaves: list[str]) -> str:
+    """Cournot Merkle root (duplicate-last padding) over ``0x`` hex leaves."""
+    return to_hex(cournot_root([bytes.fromhex(value[2:]) for value in hex_leaves]))

@@ -1,0 +1,163 @@
+"""Reading the ledger for ``ledger verify``: submissions in pages with all their entries and steps.
+
+Submissions are paged by ``submission_id`` (keyset on the primary key); each page loads its
+entries (``ORDER BY submission_id, stream_seq`` on the unique index) and step rows with one
+``= ANY(...)`` query each. A submission's entries need not be contiguous in ``global_seq``
+(follow-up kinds are chained later), so grouping is by submission, never by position.
+Ledger-wide facts (the global sequence, step rows that belong to no entry) are single queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import Connection
+
+from ledger.store.records import LEDGER_ENTRY_COLUMNS, STEP_COLUMNS, LedgerEntry, StoredStep, stored_step
+
+__all__ = [
+    "SubmissionGroup",
+    "count_submissions",
+    "iter_groups",
+    "load_page",
+    "orphan_steps",
+    "sequence_facts",
+]
+
+PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class SubmissionGroup:
+    """A submission row with its entries (stream order) and step rows (step order)."""
+
+    submission_id: str
+    idempotency_key: str
+    market_id: str | None
+    bundle_id: str | None
+    status: str
+    input_hashes_canonical: str
+    engine_version: str
+    entries: tuple[LedgerEntry, ...]
+    steps: tuple[StoredStep, ...]
+
+
+def count_submissions(conn: Connection[Any]) -> int:
+    """How many submissions there are (for the progress bar)."""
+    row = conn.execute("SELECT count(*) FROM ledger_store.submissions").fetchone()
+    return int(row[0]) if row else 0
+
+
+def sequence_facts(conn: Connection[Any], limit: int = 20) -> tuple[int, int, list[tuple[int, int]]]:
+    """``(entries, max global_seq, missing ranges)``; the ranges (first ``limit``) only when there is a gap."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(max(global_seq), 0), coalesce(min(global_seq), 1) FROM ledger_store.entries"
+    ).fetchone()
+    count, maximum, minimum = (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 1)
+    if count == maximum and minimum == 1:
+        return count, maximum, []
+    gaps = conn.execute(
+        "SELECT prev + 1, global_seq - 1 FROM (SELECT global_seq, coalesce(lag(global_seq) OVER "
+        "(ORDER BY global_seq), 0) AS prev FROM ledger_store.entries) s WHERE global_seq > prev + 1 "
+        "ORDER BY global_seq LIMIT %(limit)s",
+        {"limit": limit},
+    ).fetchall()
+    return count, maximum, [(int(first), int(last)) for first, last in gaps]
+
+
+def orphan_steps(
+    conn: Connection[Any], limit: int = 100
+) -> list[tuple[str, int, int, str | None, str | None]]:
+    """Step rows whose entry is missing or is not a ``trace.step`` of the same submission:
+    ``(submission_id, step_index, global_seq, entry submission, entry kind)``."""
+    rows = conn.execute(
+        "SELECT t.submission_id, t.step_index, t.global_seq, e.submission_id, e.kind FROM ledger_store.trace_steps t "
+        "LEFT JOIN ledger_store.entries e ON e.global_seq = t.global_seq "
+        "WHERE e.global_seq IS NULL OR e.submission_id <> t.submission_id OR e.kind <> 'trace.step' "
+        "ORDER BY t.global_seq LIMIT %(limit)s",
+        {"limit": limit},
+    ).fetchall()
+    return [(str(r[0]), int(r[1]), int(r[2]), r[3], r[4]) for r in rows]
+
+
+def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
+    ids = [head[0] for head in heads]
+    entries: dict[str, list[LedgerEntry]] = {sid: [] for sid in ids}
+    for row in conn.execute(
+        f"SELECT {LEDGER_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
+        "ORDER BY submission_id, stream_seq",
+        {"ids": ids},
+    ):
+        entries[row[1]].append(LedgerEntry(*row))
+    steps: dict[str, list[StoredStep]] = {sid: [] for sid in ids}
+    for row in conn.execute(
+        f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) "
+        "ORDER BY submission_id, step_index",
+        {"ids": ids},
+    ):
+        steps[row[0]].append(stored_step(row))
+    return [
+        SubmissionGroup(
+            submission_id=sid,
+            idempotency_key=key,
+            market_id=market_id,
+            bundle_id=bundle_id,
+            status=status,
+            input_hashes_canonical=input_hashes,
+            engine_version=version,
+            entries=tuple(entries[sid]),
+            steps=tuple(steps[sid]),
+        )
+        for sid, key, market_id, bundle_id, status, input_hashes, version in heads
+    ]
+
+
+def load_page(conn: Connection[Any], after: str, page_size: int) -> list[SubmissionGroup]:
+    """Up to ``page_size`` submissions with ``submission_id > after``, with their entries and steps."""
+    heads = conn.execute(
+        "SELECT submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, "
+        "engine_version FROM ledger_store.submissions WHERE submission_id > %(after)s "
+        "ORDER BY submission_id LIMIT %(limit)s",
+        {"after": after, "limit": page_size},
+    ).fetchall()
+    return _page(conn, heads) if heads else []
+
+
+def iter_groups(conn: Connection[Any], page_size: int = PAGE_SIZE) -> Iterator[list[SubmissionGroup]]:
+    """Every submission, page by page, with its entries and steps."""
+    after = ""
+    while True:
+        page = load_page(conn, after, page_size)
+        if not page:
+            return
+        yield page
+        if len(page) < page_size:
+            return
+        after = page[-1].submission_id
+
+
+def unbacked_offset_moves(conn: Connection[Any], limit: int = 100) -> list[dict[str, Any]] | None:
+    """Forward moves of a consumer offset that no stored record backs (first ``limit``, in move order).
+
+    A move of ``group/topic[partition]`` from ``A`` (NULL: a new row, read as 0) to ``B > A`` is
+    backed when a submission or idempotency conflict was stored from that partition at an offset in
+    ``A..B-1``. None when the journal does not exist (schema before revision 0005).
+    """
+    found = conn.execute("SELECT to_regclass('ledger_store.consumer_offset_moves') IS NOT NULL").fetchone()
+    if not found or not found[0]:
+        return None
+    cursor = conn.execute(
+        "SELECT m.move_id, m.consumer_group, m.topic, m.kafka_partition, m.from_offset, m.to_offset, m.moved_by, "
+        "m.moved_at FROM ledger_store.consumer_offset_moves m WHERE m.to_offset > coalesce(m.from_offset, 0) "
+        "AND NOT EXISTS (SELECT FROM ledger_store.submissions s WHERE s.kafka_topic = m.topic AND "
+        "s.kafka_partition = m.kafka_partition AND s.kafka_offset >= coalesce(m.from_offset, 0) AND "
+        "s.kafka_offset < m.to_offset) "
+        "AND NOT EXISTS (SELECT FROM ledger_store.idempotency_conflicts c WHERE c.kafka_topic = m.topic AND "
+        "c.kafka_partition = m.kafka_partition AND c.kafka_offset >= coalesce(m.from_offset, 0) AND "
+        "c.kafka_offset < m.to_offset) ORDER BY m.move_id LIMIT %(limit)s",
+        {"limit": limit},
+    )
+    names = [column.name for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -1,0 +1,84 @@
+"""Parallel ``ledger verify``: worker processes check pages under the parent's exported snapshot.
+
+The parent opens its REPEATABLE READ snapshot, exports it (``pg_export_snapshot()``) and computes
+the first ``submission_id`` of every page; each worker imports the snapshot (``SET TRANSACTION
+SNAPSHOT``), reads its page with the same three queries as the serial path and returns only the
+problems it found. Every worker thus sees exactly the parent's view of the ledger, reading and
+checking in parallel (the way ``pg_dump --jobs`` shares one snapshot).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+
+from ledger.connect import libpq_url
+from ledger.verify.checks import check_submission
+from ledger.verify.problems import Problem
+from ledger.verify.source import load_page
+
+__all__ = ["PageResult", "checked_pages", "page_starts"]
+
+_CONNECTIONS: dict[str, Connection[Any]] = {}
+_SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
+
+
+@dataclass(frozen=True)
+class PageResult:
+    """What one page held and what was wrong in it."""
+
+    submissions: int
+    steps: int
+    problems: list[Problem]
+
+
+def page_starts(conn: Connection[Any], page_size: int) -> list[str]:
+    """The submission id *before* each page (``""`` for the first), in ``submission_id`` order."""
+    rows = conn.execute(
+        "SELECT submission_id FROM (SELECT submission_id, row_number() OVER (ORDER BY submission_id) AS n "
+        "FROM ledger_store.submissions) s WHERE n %% %(size)s = 0 ORDER BY submission_id",
+        {"size": page_size},
+    ).fetchall()
+    return ["", *(str(row[0]) for row in rows)]
+
+
+def _connection(url: str) -> Connection[Any]:
+    conn = _CONNECTIONS.get(url)
+    if conn is None or conn.closed:
+        conn = psycopg.connect(libpq_url(url))
+        _CONNECTIONS[url] = conn
+    return conn
+
+
+def check_page(url: str, snapshot_id: str, after: str, page_size: int) -> PageResult:
+    """Worker: read one page under the exported snapshot and check every submission in it."""
+    conn = _connection(url)
+    try:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'")
+        groups = load_page(conn, after, page_size)
+    finally:
+        conn.rollback()
+    problems = [problem for group in groups for problem in check_submission(group)]
+    return PageResult(len(groups), sum(len(group.steps) for group in groups), problems)
+
+
+def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) -> Iterator[PageResult]:
+    """Export ``conn``'s snapshot and check every page in ``jobs`` processes (results in page order)."""
+    row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+    assert row is not None
+    snapshot_id = str(row[0])
+    if not _SNAPSHOT_ID.fullmatch(snapshot_id):
+        raise ValueError(f"unexpected snapshot id {snapshot_id!r}")
+    starts = page_starts(conn, page_size)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("forkserver")) as pool:
+        tasks = [pool.submit(check_page, url, snapshot_id, after, page_size) for after in starts]
+        for task in tasks:
+            yield task.result()

@@ -25,7 +25,8 @@ from typing import Any
 
 from engine.auditor import audit_report
 from engine.canonical import CanonicalizationError
-from engine.envelope import DecodedEnvelope, EnvelopeError, decode_submission
+from engine.envelope import DecodedEnvelope, EnvelopeError
+from engine.envelope_inputs import decode_submission
 from ledger.settings import get_settings
 
 __all__ = ["load_submission", "register", "render_json", "render_text", "run"]

@@ -22,12 +22,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from engine.envelope import (
-    as_envelope_document,
-    decode_envelope,
-    encode_envelope,
-    from_strict_json_error,
-)
+from engine.envelope import decode_envelope, from_strict_json_error
+from engine.envelope_inputs import as_envelope_document, encode_envelope
 from engine.jsonio import StrictJSONError, loads_strict
 from engine.limits import MAX_INTEGER_DIGITS
 

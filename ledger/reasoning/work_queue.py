@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.envelope import EnvelopeError, decode_stored_inputs
+from engine.envelope import EnvelopeError
+from engine.envelope_inputs import decode_stored_inputs
 from ledger.errors import InvalidDraftError
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft, StreamAppendResult

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from engine.auditor import AuditorAgent
-from engine.envelope import decode_stored_inputs
+from engine.envelope_inputs import decode_stored_inputs
 from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
 from engine.pipeline import run_pipeline

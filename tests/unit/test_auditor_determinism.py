@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.envelope import EnvelopeError, decode_submission
+from engine.envelope import EnvelopeError
+from engine.envelope_inputs import decode_submission
 from tests.golden.regenerate import corpus_paths, golden_path
 
 ROOT = Path(__file__).resolve().parents[2]

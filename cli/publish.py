@@ -54,8 +54,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _prepare(args: argparse.Namespace, max_bytes: int) -> tuple[list[PreparedRecord], list[str]]:
-    records, errors = [], []
+def _prepare(args: argparse.Namespace, max_bytes: int) -> tuple[list[PreparedRecord], list[list[str]]]:
+    """The prepared records, and for each invalid file its lines: the file and reason, then every
+    problem with its JSON path (a schema violation often has several; all are listed)."""
+    records: list[PreparedRecord] = []
+    errors: list[list[str]] = []
     for path in args.files:
         try:
             records.append(
@@ -68,9 +71,11 @@ def _prepare(args: argparse.Namespace, max_bytes: int) -> tuple[list[PreparedRec
                 )
             )
         except EnvelopeError as exc:
-            errors.append(f"{path}: {exc.reason.value}: {exc.message} at {exc.path}")
+            errors.append(
+                [f"{path}: {exc.reason.value}"] + [f"  {where}: {message}" for where, message in exc.problems]
+            )
         except OSError as exc:
-            errors.append(f"{path}: {exc.strerror or exc}")
+            errors.append([f"{path}: {exc.strerror or exc}"])
     return records, errors
 
 
@@ -83,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_with(bootstrap=args.bootstrap)
     records, errors = _prepare(args, settings.max_message_bytes)
     if errors:
-        for error in errors:
-            print(f"invalid: {error}", file=sys.stderr)
+        for lines in errors:
+            print(f"invalid: {lines[0]}", file=sys.stderr)
+            for line in lines[1:]:
+                print(line, file=sys.stderr)
         print(f"nothing sent: {len(errors)} of {len(args.files)} file(s) invalid", file=sys.stderr)
         return 1
     broker = resolve_broker(settings)

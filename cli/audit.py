@@ -31,23 +31,29 @@ from ledger.settings import get_settings
 
 __all__ = ["load_submission", "register", "render_json", "render_text", "run"]
 
-EXIT_INVALID_INPUT = 2
+EXIT_INVALID_INPUT = 1  # the thing checked failed: the input is no valid bundle
+EXIT_UNREADABLE = 2  # usage or environment: the file cannot be read
 
 
 class InputError(Exception):
-    """Unreadable input: ``problems`` are ``(path, message)`` pairs."""
+    """Invalid input: ``problems`` are ``(path, message)`` pairs."""
 
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
         self.problems = problems
 
 
+class UnreadableInput(InputError):
+    """The file itself cannot be read (a usage or environment error, not a verdict on its content)."""
+
+
 AUDIT_DESCRIPTION = (
     'Runs the Auditor offline on one {"prompt_spec", "evidence_bundle"} file (- reads standard input) and '
     "prints the trace, verification, step hashes and roots. No database or broker is needed. Exit 0 when "
-    "the audit ran (conflicts and insufficient evidence are results, not errors); exit 2 when the input "
-    "cannot be read, is not strict JSON or does not validate, with one line per problem naming its field "
-    "path, such as evidence_bundle.items[2].provenance.tier."
+    "the audit ran (conflicts and insufficient evidence are results, not errors); exit 1 when the input "
+    "is not strict JSON or does not validate (the consumer would dead-letter it), with its reason code and "
+    "one line per problem naming its field path, such as $.evidence_bundle.items[2].provenance.tier; exit 2 "
+    "when the file cannot be read."
 )
 
 
@@ -74,7 +80,7 @@ def _read(source: str) -> bytes:
     try:
         return Path(source).read_bytes()
     except OSError as exc:
-        raise InputError([("$", f"cannot read {source}: {exc.strerror or exc}")]) from exc
+        raise UnreadableInput([("$", f"cannot read {source}: {exc.strerror or exc}")]) from exc
 
 
 def load_submission(data: bytes, *, max_bytes: int | None = None) -> DecodedEnvelope:
@@ -172,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         decoded = load_submission(_read(args.input))
         report = audit_report(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
+    except UnreadableInput as exc:
+        print(f"ledger audit: {exc.problems[0][1]}", file=sys.stderr)
+        return EXIT_UNREADABLE
     except InputError as exc:
         print(f"ledger audit: invalid input {args.input}:", file=sys.stderr)
         for path, message in exc.problems:

@@ -78,10 +78,10 @@ def test_standard_input(monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.Ca
         ('{"prompt_spec": 1' + "0" * 5000 + "}", "number_too_large"),  # the consumer's reason code
     ],
 )
-def test_unreadable_input_exits_2_with_the_problem(
+def test_invalid_input_exits_1_with_the_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | bytes, fragment: str
 ) -> None:
-    assert main(["audit", write(tmp_path, content)]) == 2
+    assert main(["audit", write(tmp_path, content)]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert fragment in captured.err
@@ -93,7 +93,7 @@ def test_validation_errors_name_every_field_path(tmp_path: Path, capsys: pytest.
     document["evidence_bundle"]["items"][0]["surprise"] = True
     document["prompt_spec"]["market"]["resolution_window"]["start"] = "2026-01-31T23:00:00"
     document["extra_top_level"] = 1
-    assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
+    assert main(["audit", write(tmp_path, json.dumps(document))]) == 1
     err = capsys.readouterr().err
     assert "$.evidence_bundle.items[2].provenance.tier:" in err
     assert "$.evidence_bundle.items[0].surprise: Extra inputs are not permitted" in err
@@ -106,14 +106,14 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "cannot read" in capsys.readouterr().err
 
 
-def test_lone_surrogates_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lone_surrogates_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document = corpus("01_clean_threshold")
     document["evidence_bundle"]["items"][0]["parsed_value"]["note"] = (
         "\ud800"  # the store cannot hold it: refused before validation, at its path
     )
-    assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
+    assert main(["audit", write(tmp_path, json.dumps(document))]) == 1
     assert "unstorable_text" in capsys.readouterr().err
     document = corpus("01_clean_threshold")
     document["evidence_bundle"]["bundle_id"] = "bundle_\ud800"  # a str field: validation refuses it
-    assert main(["audit", write(tmp_path, json.dumps(document))]) == 2
+    assert main(["audit", write(tmp_path, json.dumps(document))]) == 1
     assert "evidence_bundle.bundle_id:" in capsys.readouterr().err

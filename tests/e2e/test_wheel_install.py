@@ -128,7 +128,7 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(scratch: 
     site = Path(
         ok(
             run(
-                [str(venv / "bin" / "python"), "-c", "import consumers; print(consumers.__file__)"],
+                [str(venv / "bin" / "python"), "-c", "import devstack; print(devstack.__file__)"],
                 cwd=work,
                 env=env,
             )

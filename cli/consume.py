@@ -13,6 +13,7 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
+from cli.consume_summary import ConsumeReport
 from cli.options import add_database_url
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
@@ -75,6 +76,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--log-level", default="info", help="log level: debug, info, warning or error (default info)"
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),
+        default="auto",
+        help=(
+            "json: one JSON log line per event; text: warnings and errors as plain lines, progress "
+            "and a closing summary; auto (default): text when stderr is a terminal, else json"
+        ),
+    )
     parser.set_defaults(handler=run)
 
 
@@ -91,8 +101,9 @@ async def _create_topics(bootstrap: str, topics: list[str], partitions: int) -> 
         await admin.close()
 
 
-async def _serve(consumer: LedgerConsumer) -> None:
+async def _serve(consumer: LedgerConsumer, report: ConsumeReport, *, progress: bool) -> None:
     loop = asyncio.get_running_loop()
+    watcher = asyncio.create_task(report.draw_progress() if progress else report.watch_lag())
     task = asyncio.current_task()
     signals = 0
 
@@ -110,13 +121,15 @@ async def _serve(consumer: LedgerConsumer) -> None:
     try:
         await consumer.run()
     finally:
+        watcher.cancel()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
 
 
 def run(args: argparse.Namespace) -> int:
     """Resolve broker and database, then consume until stopped or idle."""
-    configure_logging(args.log_level)
+    text = args.log_format == "text" or (args.log_format == "auto" and sys.stderr.isatty())
+    configure_logging(args.log_level, log_format="text" if text else "json")
     settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
     broker = resolve_broker(settings)
     assert broker is not None
@@ -146,22 +159,32 @@ def run(args: argparse.Namespace) -> int:
         log.info("serving metrics", extra={"port": metrics_port})
     if args.create_topics or broker.origin == "started":
         asyncio.run(_create_topics(broker.bootstrap, [config.topic, config.dlq_topic], args.partitions))
+    report = ConsumeReport(metrics, config.topic, sys.stderr)
+    progress = text and sys.stderr.isatty()
+    ran = False
+    status = 1
     try:
         with open_writer_store(settings) as store:  # never migrates: `ledger migrate` is the owner's step
             consumer = LedgerConsumer(config, store, audit_envelope, metrics)
-            asyncio.run(_serve(consumer))
+            ran = True
+            asyncio.run(_serve(consumer, report, progress=progress))
+            status = 0
     except asyncio.CancelledError:
         log.warning("stopped by a second signal; the batch in flight was abandoned and will be re-delivered")
-        return 130
+        status = 130
     except SchemaNotReadyError as exc:
         print(f"ledger consume: {exc.message}", file=sys.stderr)
-        return 2
+        status = 2
     except LedgerError as exc:
         log.error("ledger error", extra={"code": exc.code, "error": exc.message})
-        return 1
     except KafkaError as exc:
         log.error(
             "broker error", extra={"bootstrap": broker.bootstrap, "error": f"{type(exc).__name__}: {exc}"}
         )
-        return 1
-    return 0
+    if ran:
+        outcome = {0: "finished", 130: "stopped"}.get(status, "failed")
+        if text:
+            report.print_summary(outcome)
+        else:
+            report.log_summary(outcome)
+    return status

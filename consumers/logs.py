@@ -1,4 +1,4 @@
-"""Structured logs: one JSON object per line on stderr (``python-json-logger``).
+"""Logs on stderr: one JSON object per line (``python-json-logger``), or plain text for a terminal.
 
 Fields: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``event`` (the message), then every key
 passed through ``extra=`` (for example ``topic``, ``partition``, ``offset``, ``reason``), and
@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
-__all__ = ["JsonLineFormatter", "configure_logging"]
+__all__ = ["JsonLineFormatter", "TextLineFormatter", "configure_logging"]
 
 
 class JsonLineFormatter(JsonFormatter):
@@ -45,10 +45,42 @@ class JsonLineFormatter(JsonFormatter):
         log_data["level"] = record.levelname.lower()
 
 
-def configure_logging(level: str = "info", stream: TextIO | None = None) -> None:
-    """Send every logger's records to ``stream`` (stderr) as JSON lines; quiet aiokafka's chatter."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonLineFormatter())
+class TextLineFormatter(logging.Formatter):
+    """One plain line per record for a person at a terminal: ``level: event (key=value, ...)``."""
+
+    _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+    def __init__(self, clear_line: bool = False) -> None:
+        """``clear_line``: start each line by erasing a progress line drawn with ``\\r``."""
+        super().__init__()
+        self._prefix = "\r\x1b[K" if clear_line else ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The level, the message, the ``extra=`` fields; the traceback's last line if any."""
+        fields = {key: value for key, value in vars(record).items() if key not in self._STANDARD}
+        text = f"{record.levelname.lower()}: {record.getMessage()}"
+        if fields:
+            text += " (" + ", ".join(f"{key}={value}" for key, value in fields.items()) + ")"
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            text += f": {type(error).__name__}: {error}"
+        return self._prefix + text
+
+
+def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_format: str = "json") -> None:
+    """Send every logger's records to ``stream`` (stderr) as JSON lines, or as plain text lines.
+
+    ``log_format="text"`` shows warnings and errors only at the default ``info`` level (a
+    terminal gets a summary instead of the info stream). aiokafka's and Alembic's chatter is quieted.
+    """
+    target = stream or sys.stderr
+    handler = logging.StreamHandler(target)
+    if log_format == "text":
+        handler.setFormatter(TextLineFormatter(clear_line=target.isatty()))
+        if level.lower() == "info":
+            handler.setLevel(logging.WARNING)
+    else:
+        handler.setFormatter(JsonLineFormatter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)
@@ -56,3 +88,4 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
     root.setLevel(level.upper())
     if root.level > logging.DEBUG:
         logging.getLogger("aiokafka").setLevel(max(root.level, logging.WARNING))
+        logging.getLogger("alembic").setLevel(max(root.level, logging.WARNING))

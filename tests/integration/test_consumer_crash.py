@@ -80,8 +80,11 @@ def test_sigterm_finishes_the_batch_leaves_the_group_and_serves_metrics_meanwhil
     assert "ledger_records_audited_total" in metrics
     assert "ledger_batch_seconds_bucket" in metrics
     assert f'ledger_consumer_lag{{partition="0",topic="{topic_name}"}}' in metrics
-    events = [line["event"] for line in consumer.lines()]
-    assert "stop requested" in events and events[-1] == "stopped"
+    lines = consumer.lines()
+    events = [line["event"] for line in lines]
+    # stopped cleanly, then the run's summary line (the JSON form of the terminal summary)
+    assert "stop requested" in events and events[-2:] == ["stopped", "consume summary"]
+    assert lines[-1]["outcome"] in ("stopped", "finished"), lines[-1]
     # nothing half-written: what is stored is exactly the records up to the stored offsets
     stored_total = sum(stored_offsets(database_url, f"{topic_name}-group", topic_name).values())
     assert submission_count(database_url) == stored_total

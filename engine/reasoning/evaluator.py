@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import decimal
 import re
+import threading
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
@@ -104,14 +105,24 @@ def _check_text(text: object) -> str:
     return stripped
 
 
+# One parse at a time. CPython 3.11's AST constructor keeps its recursion-depth counter in state
+# shared by every thread, so concurrent ``ast.parse`` calls (concurrent verifications) can fail
+# with "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905), and
+# ``warnings.catch_warnings`` swaps process-wide filters. Formulas are short; the lock costs
+# microseconds.
+_PARSE_LOCK = threading.Lock()
+
+
 def _parse(text: object) -> tuple[ast.Expression, str]:
     source = _check_text(text)
     try:
-        with warnings.catch_warnings():  # untrusted text must not spam SyntaxWarnings into logs
+        with _PARSE_LOCK, warnings.catch_warnings():  # untrusted text must not spam SyntaxWarnings
             warnings.simplefilter("ignore", SyntaxWarning)
             warnings.simplefilter("ignore", DeprecationWarning)  # e.g. invalid escapes in strings
             tree = ast.parse(source, mode="eval")
-    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError, SystemError) as exc:
+        # SystemError: the interpreter bug above, should another thread parse outside this lock.
+        # The formula is then refused (fail closed), never evaluated as something else.
         raise FormulaError("syntax", f"not a valid expression ({type(exc).__name__})") from None
     return tree, source
 

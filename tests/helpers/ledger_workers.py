@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 
 from ledger.connect import libpq_url
 from ledger.store.ledger_store import LedgerStore

@@ -299,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     latencies_ms = sorted(x * 1000 for x in latencies)
     p99 = latencies_ms[min(len(latencies_ms) - 1, int(len(latencies_ms) * 0.99))]
-    print(f"command: {Path(sys.executable).name} {' '.join(sys.argv)}")
+    script = f"bench/{Path(sys.argv[0]).name}"  # relative: no path of the machine in the report
+    print(f"command: {Path(sys.executable).name} {' '.join([script, *sys.argv[1:]])}")
     print(f"machine: {os.cpu_count()} CPUs {platform.machine()}, load average {load:.2f}; server: {facts}")
     print(
         f"workload: {args.submissions} submissions x {entries_per} entries ({args.steps} steps), batches of "

@@ -123,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{len(compiled_files())} compiled file(s), none stale")
         return 0
+    try:
+        import mypyc.build  # noqa: F401
+        import setuptools  # noqa: F401
+    except ImportError as exc:  # Python 3.12+ virtualenvs come without setuptools
+        print(f"cannot compile: {exc.name} is not installed (pip install mypy setuptools)")
+        return 2
     os.chdir(ROOT)  # mypyc names modules from paths relative to the repository root
     build()
     print(f"compiled {len(COMPILED_MODULES)} module(s) into {len(compiled_files())} extension file(s)")

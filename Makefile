@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck imports unit install clean bench
+.PHONY: run test lint typecheck imports unit install clean bench compile clean-compiled
 
 $(STAMP): pyproject.toml
 	@echo "[make] creating the virtualenv $(VENV)"
@@ -45,5 +45,13 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
-clean:
+## Optional: compile the engine's hot pure modules with mypyc, in place (needs a C compiler).
+## Nothing depends on it; `make clean-compiled` returns to the pure-Python engine.
+compile: $(STAMP)
+	$(BIN)/python -m engine.build
+
+clean-compiled:
+	find engine \( -name "*.so" -o -name "*.pyd" \) -delete
+
+clean: clean-compiled
 	rm -rf $(VENV) .ledger .pytest_cache .mypy_cache .ruff_cache

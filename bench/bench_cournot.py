@@ -14,7 +14,8 @@ alternate the four batches so machine noise hits both sides alike:
 * parse JSON → models → audit → commitments (``audit_report``: step hashes, reasoning, evidence
   and prompt-spec commitments) vs Cournot's parse → models → audit → ``compute_reasoning_root``.
 
-Bundles that either side rejects are listed and left out of both. On a loaded machine the ratios
+Bundles that either side rejects are listed and left out of both. The output says whether the
+engine ran compiled (``make compile``) or as pure Python. On a loaded machine the ratios
 are meaningful; the absolute figures less so. The last line is JSON for ``bench/run_all.py``.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import engine.canonical  # noqa: E402
 from engine.auditor import AuditorAgent, audit_report  # noqa: E402
 from engine.jsonio import loads_strict  # noqa: E402
 from engine.schemas import EvidenceBundle, PromptSpec  # noqa: E402
@@ -148,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             run()
             rates[name].append(args.n / (time.process_time() - started))
     median = {name: statistics.median(values) for name, values in rates.items()}
+    compiled = Path(engine.canonical.__file__ or "").suffix in (".so", ".pyd")  # loaded from a mypyc build
     figures = {
+        "engine": "compiled (mypyc)" if compiled else "pure Python",
         "bundles": len(accepted),
         "rejected": rejected,
         "rounds": args.rounds,
@@ -161,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_full": round(median["project_full"] / median["cournot_full"], 3),
     }
     print(
-        f"bundles: {len(accepted)} accepted by both, {len(rejected)} left out; {args.rounds} rounds of {args.n}"
+        f"bundles: {len(accepted)} accepted by both, {len(rejected)} left out; {args.rounds} rounds of {args.n};"
+        f" engine: {figures['engine']}"
     )
     print(
         f"audit only          : project {figures['project_audit']:,} vs Cournot {figures['cournot_audit']:,}"

@@ -105,7 +105,9 @@ class _Steps:
         )
         return step_id
 
-    def _holds(self, inputs: dict[str, Any], output: dict[str, Any], cited: list[str]) -> bool:
+    def _holds(self, inputs: dict[str, Any], output: dict[str, Any], cited: Sequence[object]) -> bool:
+        # ``object``, not ``str``: the ids are checked here, and a compiled build (engine.build)
+        # must not turn a stray non-string into a TypeError before the check can answer False.
         known = self.known
         for evidence_id in cited:
             if type(evidence_id) is not str or evidence_id not in known:

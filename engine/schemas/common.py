@@ -29,18 +29,31 @@ UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
 
 M = TypeVar("M", bound=BaseModel)
 
-_FIELDS: dict[type[BaseModel], tuple[tuple[str, Any, Any], ...]] = {}
+_Plan = tuple[dict[str, Any], int, frozenset[str], tuple[tuple[str, Any], ...]]
+_PLANS: dict[type[BaseModel], _Plan] = {}
 _set = object.__setattr__
 _new = object.__new__
+_REQUIRED: Any = object()
 
 
-def _fields_of(cls: type[BaseModel]) -> tuple[tuple[str, Any, Any], ...]:
-    found = _FIELDS.get(cls)
+def _plan_of(cls: type[BaseModel]) -> _Plan:
+    """Per model class: a template ``__dict__`` (fields in declared order, static defaults filled),
+    its size, the required field names and the ``(name, default_factory)`` pairs."""
+    found = _PLANS.get(cls)
     if found is None:
-        found = tuple(
-            (name, field.default, field.default_factory) for name, field in cls.model_fields.items()
-        )
-        _FIELDS[cls] = found
+        template: dict[str, Any] = {}
+        required: set[str] = set()
+        factories: list[tuple[str, Any]] = []
+        for name, field in cls.model_fields.items():
+            if field.default_factory is not None:
+                template[name] = _REQUIRED
+                factories.append((name, field.default_factory))
+            elif field.default is PydanticUndefined:
+                template[name] = _REQUIRED
+                required.add(name)
+            else:
+                template[name] = field.default
+        found = _PLANS[cls] = (template, len(template), frozenset(required), tuple(factories))
     return found
 
 
@@ -54,21 +67,18 @@ def trusted(cls: type[M], **values: Any) -> M:
     pass fresh containers; missing fields take their declared defaults, as in validation. An
     unknown field name, or a missing required one, raises ``TypeError``.
     """
-    data: dict[str, Any] = {}
-    matched = 0
-    for name, default, factory in _fields_of(cls):
-        if name in values:
-            data[name] = values[name]
-            matched += 1
-        elif factory is not None:
-            data[name] = factory()
-        elif default is PydanticUndefined:
-            raise TypeError(f"{cls.__name__} needs the field {name!r}")
-        else:
-            data[name] = default
-    if matched != len(values):
-        unknown = sorted(set(values).difference(data))
+    template, size, required, factories = _plan_of(cls)
+    data = template.copy()
+    data.update(values)  # declared order is kept: only an unknown name would be appended
+    if not values.keys() >= required:
+        missing = next(name for name in template if name in required and name not in values)
+        raise TypeError(f"{cls.__name__} needs the field {missing!r}")
+    if len(data) != size:
+        unknown = sorted(set(values).difference(template))
         raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
+    for name, factory in factories:
+        if name not in values:
+            data[name] = factory()
     instance = _new(cls)
     _set(instance, "__dict__", data)
     _set(instance, "__pydantic_fields_set__", set(values))

@@ -224,3 +224,26 @@ def test_pipeline_carries_the_prompt_spec_canonical_bytes_behind_its_hash() -> N
     result = run_pipeline(spec, bundle)
     assert result.prompt_spec_canonical == canonical_bytes(spec)
     assert "0x" + hashlib.sha256(result.prompt_spec_canonical).hexdigest() == result.roots.prompt_spec_hash
+
+
+def test_cached_event_spec_equals_the_uncached_derivation_on_the_corpus() -> None:
+    from engine.auditor.reasoning.semantics import _event_spec, derive_event_spec
+
+    for spec, _ in _corpus():
+        semantics, market = spec.prediction_semantics, spec.market
+        if market.market_type == "multi_choice":
+            continue
+        fresh = _event_spec.__wrapped__(semantics.predicate, semantics.threshold, market.event_definition)
+        assert derive_event_spec(spec) == fresh
+
+
+def test_cached_event_checks_are_fresh_objects_per_audit() -> None:
+    spec, bundle = _corpus()[0]
+    agent = AuditorAgent()
+    first = {check.check_id: check for check in agent.audit(spec, bundle)[1].checks}
+    first["sanity.threshold"].details["text"] = "changed by a caller"
+    first["sanity.comparator"].details.clear()
+    second = {check.check_id: check for check in agent.audit(spec, bundle)[1].checks}
+    assert second["sanity.threshold"].details["text"] == spec.prediction_semantics.threshold
+    assert second["sanity.comparator"].details  # the cached recipe was not emptied
+    assert second["sanity.threshold"] is not first["sanity.threshold"]

@@ -44,7 +44,9 @@ def _exact_tolerance(relative_tolerance: float) -> Fraction:
 class ContradictionChecker:
     """Detect numeric and boolean contradictions; ``relative_tolerance`` comes from the audit policy."""
 
-    def __init__(self, relative_tolerance: float = 0.01) -> None:
+    def __init__(self, relative_tolerance: float | int = 0.01) -> None:
+        # ``float | int``: a compiled build (engine.build) would turn a ``float`` parameter's int
+        # into a float, and the tolerance is echoed into check details (``0`` must stay ``0``).
         if not 0 <= relative_tolerance <= 1:
             raise ValueError("relative_tolerance must be within [0, 1]")
         self.relative_tolerance = relative_tolerance

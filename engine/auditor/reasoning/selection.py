@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.auditor.reasoning.claim_extraction import Claim
 from engine.auditor.reasoning.values import epoch_micros
@@ -102,6 +102,14 @@ class Selection:
         return output
 
 
+class _Base(NamedTuple):
+    """What every outcome of :func:`select` shares: the requirement, its policy, the ordered candidates."""
+
+    requirement_id: str
+    policy: SelectionPolicy
+    ordered: tuple[Candidate, ...]
+
+
 def _priorities(requirement: DataRequirement | None) -> dict[str, int]:
     if requirement is None:
         return {}
@@ -160,7 +168,7 @@ def select(
     """Apply ``policy`` to ``candidates``; ``key_of`` says what a candidate states about the event."""
     policy = policy or DEFAULT_POLICY
     ordered = tuple(order_candidates(candidates, policy.tie_breaker, requirement))
-    base = Selection(requirement_id=requirement_id, policy=policy, ordered=ordered)
+    base = _Base(requirement_id, policy, ordered)
     if not ordered:
         return _with(base, failure="no_candidates", message="no usable evidence for this requirement")
     if _sources(ordered) < policy.min_sources:
@@ -175,7 +183,7 @@ def select(
 
 
 def _fallback(
-    base: Selection,
+    base: _Base,
     requirement: DataRequirement | None,
     groups: tuple[tuple[Any, tuple[Candidate, ...]], ...],
 ) -> Selection:
@@ -204,7 +212,7 @@ def _fallback(
     )
 
 
-def _quorum(base: Selection, policy: SelectionPolicy, key_of: Callable[[Candidate], Any]) -> Selection:
+def _quorum(base: _Base, policy: SelectionPolicy, key_of: Callable[[Candidate], Any]) -> Selection:
     considered: list[Candidate] = []
     seen: set[str] = set()
     for candidate in base.ordered:
@@ -228,16 +236,6 @@ def _quorum(base: Selection, policy: SelectionPolicy, key_of: Callable[[Candidat
     return _with(base, selected=tuple(members), groups=frozen, message=message)
 
 
-def _with(base: Selection, **changes: Any) -> Selection:
-    """``base`` with some fields changed (cheaper than ``dataclasses.replace``)."""
-    return Selection(
-        requirement_id=base.requirement_id,
-        policy=base.policy,
-        ordered=base.ordered,
-        selected=changes.get("selected", base.selected),
-        groups=changes.get("groups", base.groups),
-        fallback_used=changes.get("fallback_used", base.fallback_used),
-        failure=changes.get("failure", base.failure),
-        message=changes.get("message", base.message),
-        chain=changes.get("chain", base.chain),
-    )
+def _with(base: _Base, **changes: Any) -> Selection:
+    """The selection of ``base``'s candidates with the outcome fields ``changes`` (others default)."""
+    return Selection(requirement_id=base.requirement_id, policy=base.policy, ordered=base.ordered, **changes)

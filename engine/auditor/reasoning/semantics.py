@@ -232,11 +232,18 @@ def derive_event_spec(prompt_spec: PromptSpec) -> EventSpec:
         return EventSpec(
             kind="multi_choice", needed_kind="text_assertion", outcomes=tuple(market.possible_outcomes)
         )
-    predicate_match, predicate_problem = _single(find_comparators(semantics.predicate))
-    if semantics.threshold is not None:
-        return _threshold_spec(
-            semantics.threshold, predicate_match, predicate_problem, market.event_definition
-        )
+    predicate, threshold, definition = semantics.predicate, semantics.threshold, market.event_definition
+    if type(predicate) is str and type(definition) is str and (threshold is None or type(threshold) is str):
+        return _event_spec(predicate, threshold, definition)  # the bundles of one market share it
+    return _event_spec.__wrapped__(predicate, threshold, definition)
+
+
+@lru_cache(maxsize=1024)
+def _event_spec(predicate: str, threshold: str | None, event_definition: str) -> EventSpec:
+    """:func:`derive_event_spec` of a non-multi-choice market (an immutable value, so cached)."""
+    predicate_match, predicate_problem = _single(find_comparators(predicate))
+    if threshold is not None:
+        return _threshold_spec(threshold, predicate_match, predicate_problem, event_definition)
     if predicate_problem is not None:
         problem = ("comparator_unparseable", f"predicate: {predicate_problem}")
         return EventSpec(kind="threshold", needed_kind="numeric", problems=(problem,))

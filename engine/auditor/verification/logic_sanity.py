@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
 from engine.auditor.config import AuditConfig
@@ -329,27 +330,57 @@ def _eligibility(items: Sequence[ItemAssessment]) -> CheckResult:
 
 
 def _event_checks(event: EventSpec) -> list[CheckResult]:
+    """The threshold and comparator checks, built fresh from the event's cached recipe."""
+    return [
+        _MAKERS[severity](check_id, message, dict(details))
+        for severity, check_id, message, details in _event_recipe(event, _value_type(event))
+    ]
+
+
+def _value_type(event: EventSpec) -> str:
+    return type(event.threshold.value).__name__ if event.threshold is not None else ""
+
+
+_MAKERS = {"passed": CheckResult.passed, "warning": CheckResult.warning, "failed": CheckResult.failed}
+_Recipe = tuple[tuple[str, str, str, dict[str, Any]], tuple[str, str, str, dict[str, Any]]]
+
+
+@lru_cache(maxsize=1024)
+def _event_recipe(event: EventSpec, value_type: str) -> _Recipe:
+    """``(severity, check_id, message, details)`` of both checks (events are immutable values;
+    callers copy ``details`` so the cached dicts are never handed out). ``value_type`` keeps a
+    threshold of ``1`` and one of ``1.0`` (equal, so one cache key otherwise) apart."""
+    del value_type
+    threshold: tuple[str, str, str, dict[str, Any]]
+    comparator: tuple[str, str, str, dict[str, Any]]
     problems = dict(event.problems)
     threshold_problem = problems.get("threshold_unparseable") or problems.get("threshold_missing")
     if threshold_problem:
-        threshold = CheckResult.failed("sanity.threshold", threshold_problem, {"text": event.threshold_text})
+        threshold = ("failed", "sanity.threshold", threshold_problem, {"text": event.threshold_text})
     elif event.threshold is not None:
         quantity = event.threshold
         details = {"text": quantity.text, "unit": quantity.unit, "value": quantity.value}
-        threshold = CheckResult.passed(
-            "sanity.threshold", f"threshold {quantity.text!r} is {quantity.value!r}", details
+        threshold = (
+            "passed",
+            "sanity.threshold",
+            f"threshold {quantity.text!r} is {quantity.value!r}",
+            details,
         )
     elif event.kind == "text_equals":
-        threshold = CheckResult.passed(
-            "sanity.threshold", "threshold is compared as exact text", {"text": event.threshold_text}
+        threshold = (
+            "passed",
+            "sanity.threshold",
+            "threshold is compared as exact text",
+            {"text": event.threshold_text},
         )
     elif event.kind == "threshold":
-        threshold = CheckResult.failed(
-            "sanity.threshold", "no threshold given", {"text": event.threshold_text}
-        )
+        threshold = ("failed", "sanity.threshold", "no threshold given", {"text": event.threshold_text})
     else:
-        threshold = CheckResult.passed(
-            "sanity.threshold", f"{event.kind} event: no threshold needed", {"event_kind": event.kind}
+        threshold = (
+            "passed",
+            "sanity.threshold",
+            f"{event.kind} event: no threshold needed",
+            {"event_kind": event.kind},
         )
     comparator_problem = problems.get("comparator_unparseable") or problems.get("comparator_missing")
     details = {
@@ -358,14 +389,17 @@ def _event_checks(event: EventSpec) -> list[CheckResult]:
         "source": event.comparator_source,
     }
     if comparator_problem:
-        comparator = CheckResult.failed("sanity.comparator", comparator_problem, details)
+        comparator = ("failed", "sanity.comparator", comparator_problem, details)
     elif event.comparator is None:
-        comparator = CheckResult.passed(
-            "sanity.comparator", f"{event.kind} event: no comparison needed", {"event_kind": event.kind}
+        comparator = (
+            "passed",
+            "sanity.comparator",
+            f"{event.kind} event: no comparison needed",
+            {"event_kind": event.kind},
         )
     elif event.warnings:
-        comparator = CheckResult.warning("sanity.comparator", "; ".join(event.warnings), details)
+        comparator = ("warning", "sanity.comparator", "; ".join(event.warnings), details)
     else:
         message = f"'{event.comparator_phrase}' in the {event.comparator_source} means {event.comparator}"
-        comparator = CheckResult.passed("sanity.comparator", message, details)
-    return [threshold, comparator]
+        comparator = ("passed", "sanity.comparator", message, details)
+    return threshold, comparator

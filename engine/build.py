@@ -1,0 +1,139 @@
+"""Optional mypyc compilation of the engine's hot pure modules, in place (``make compile``).
+
+``python -m engine.build`` compiles :data:`COMPILED_MODULES` with mypyc into extension modules
+next to their sources (one shared library, ``engine/_compiled__mypyc``, plus one small shim per
+module); Python's import system then prefers the extension over the ``.py`` file. Nothing else
+changes: the pure-Python sources stay the reference, and are what runs whenever no extension is
+present (a plain ``pip install``, ``make test``, CI). ``python -m engine.build --clean`` removes
+every extension this step made; ``--check`` fails when an extension is older than its source (a
+stale build would otherwise shadow an edit).
+
+The list holds modules whose behaviour mypyc keeps: Pydantic models (``engine.schemas``) stay
+interpreted, and so do ``engine.merkle.cournot`` (mypyc's native ints would skip its explicit
+``bool`` refusal on an ``int`` parameter) and ``engine.auditor.config`` (a native ``float`` field
+would store ``AuditConfig(numeric_tolerance=0)`` as ``0.0``, and the value is committed). mypyc and a C compiler are needed only here (mypy,
+which ships mypyc, is in the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["COMPILED_MODULES", "GROUP", "clean", "compiled_files", "main", "stale_modules"]
+
+ROOT = Path(__file__).resolve().parent.parent
+GROUP = "engine._compiled"
+"""The shared library's module name (``engine/_compiled__mypyc.<abi>.so``), inside the package."""
+
+COMPILED_MODULES = (
+    "engine/canonical.py",
+    "engine/commitments.py",
+    "engine/jsonio.py",
+    "engine/auditor/agent.py",
+    "engine/auditor/analysis.py",
+    "engine/auditor/report.py",
+    "engine/auditor/trace_builder.py",
+    "engine/auditor/verification/logic_sanity.py",
+    "engine/auditor/verification/trace_policy.py",
+    "engine/auditor/reasoning/claim_extraction.py",
+    "engine/auditor/reasoning/contradiction_checks.py",
+    "engine/auditor/reasoning/patterns.py",
+    "engine/auditor/reasoning/regex_guard.py",
+    "engine/auditor/reasoning/selection.py",
+    "engine/auditor/reasoning/semantics.py",
+    "engine/auditor/reasoning/values.py",
+)
+"""Sources compiled by :func:`main`, relative to the repository root."""
+
+_SUFFIXES = (".so", ".pyd")
+
+
+def compiled_files(root: Path = ROOT) -> list[Path]:
+    """Every extension module under ``engine/`` (all made by this step: the sources are pure Python)."""
+    return sorted(path for path in (root / "engine").rglob("*") if path.suffix in _SUFFIXES)
+
+
+def stale_modules(root: Path = ROOT) -> list[str]:
+    """Compiled modules whose source changed after the build (these would shadow the edit)."""
+    stale: list[str] = []
+    for source in COMPILED_MODULES:
+        path = root / source
+        for candidate in path.parent.glob(path.stem + ".*"):
+            if candidate.suffix in _SUFFIXES and candidate.stat().st_mtime < path.stat().st_mtime:
+                stale.append(source)
+    return stale
+
+
+def clean(root: Path = ROOT) -> list[Path]:
+    """Remove every extension this step made; returns what was removed."""
+    removed = compiled_files(root)
+    for path in removed:
+        path.unlink()
+    return removed
+
+
+def build(root: Path = ROOT) -> None:
+    """Compile :data:`COMPILED_MODULES` in place (needs mypyc, setuptools and a C compiler)."""
+    from mypyc.build import mypycify
+    from setuptools import Distribution
+
+    clean(root)
+    with tempfile.TemporaryDirectory(prefix="engine-mypyc-") as work:
+        extensions = mypycify(
+            list(COMPILED_MODULES), group_name=GROUP, target_dir=str(Path(work) / "c"), opt_level="3"
+        )
+        # A bare Distribution: the project's pyproject.toml is not read (older setuptools reject
+        # its SPDX ``license`` string), only the extensions are built, in place.
+        distribution = Distribution({"name": "engine-compiled", "ext_modules": extensions})
+        distribution.script_args = [
+            "build_ext",
+            "--inplace",
+            "--build-temp",
+            str(Path(work) / "tmp"),
+            "--build-lib",
+            str(Path(work) / "lib"),
+        ]
+        distribution.parse_command_line()
+        distribution.run_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m engine.build [--clean | --check]``."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--clean", action="store_true", help="remove the compiled extension modules")
+    action.add_argument("--check", action="store_true", help="fail when a compiled module is stale")
+    args = parser.parse_args(argv)
+    if args.clean:
+        removed = clean()
+        print(f"removed {len(removed)} compiled file(s)")
+        return 0
+    if args.check:
+        stale = stale_modules()
+        if stale:
+            print(
+                "stale compiled module(s), run `make compile` or `make clean-compiled`: " + ", ".join(stale)
+            )
+            return 1
+        print(f"{len(compiled_files())} compiled file(s), none stale")
+        return 0
+    try:
+        import mypyc.build  # noqa: F401
+        import setuptools  # noqa: F401
+    except ImportError as exc:  # Python 3.12+ virtualenvs come without setuptools
+        print(f"cannot compile: {exc.name} is not installed (pip install mypy setuptools)")
+        return 2
+    os.chdir(ROOT)  # mypyc names modules from paths relative to the repository root
+    build()
+    print(f"compiled {len(COMPILED_MODULES)} module(s) into {len(compiled_files())} extension file(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The optional mypyc build (``engine.build``): what it compiles, and that a stale build is caught.
+
+Compiling takes a minute and a C compiler, so these tests never compile; they pin the module list
+(no Pydantic models, nothing whose semantics mypyc would change) and the stale/clean bookkeeping.
+When the engine in this checkout *is* compiled, the last test asserts the build matches its sources.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine.build import COMPILED_MODULES, ROOT, clean, compiled_files, stale_modules
+
+NOT_COMPILED = ("engine/schemas/", "engine/merkle/cournot.py", "engine/auditor/config.py", "engine/build.py")
+
+
+def test_every_compiled_module_is_an_engine_source_outside_the_excluded_ones() -> None:
+    for source in COMPILED_MODULES:
+        assert source.startswith("engine/") and source.endswith(".py")
+        assert (ROOT / source).is_file(), source
+        assert not any(source.startswith(excluded) for excluded in NOT_COMPILED), source
+    assert len(set(COMPILED_MODULES)) == len(COMPILED_MODULES)
+
+
+def test_compiled_modules_define_no_pydantic_model() -> None:
+    for source in COMPILED_MODULES:
+        text = (ROOT / source).read_text(encoding="utf-8")
+        assert "(BaseModel)" not in text and "(StrictModel)" not in text, source
+
+
+def _fake_tree(root: Path) -> tuple[Path, Path]:
+    source = root / "engine" / "canonical.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("x = 1\n", encoding="utf-8")
+    extension = root / "engine" / "canonical.cpython-311-x86_64-linux-gnu.so"
+    extension.write_bytes(b"")
+    return source, extension
+
+
+def test_an_extension_older_than_its_source_is_stale(tmp_path: Path) -> None:
+    source, extension = _fake_tree(tmp_path)
+    os.utime(extension, (1_000_000, 1_000_000))
+    os.utime(source, (2_000_000, 2_000_000))
+    assert stale_modules(tmp_path) == ["engine/canonical.py"]
+    os.utime(extension, (3_000_000, 3_000_000))
+    assert stale_modules(tmp_path) == []
+
+
+def test_clean_removes_every_extension_and_keeps_sources(tmp_path: Path) -> None:
+    source, extension = _fake_tree(tmp_path)
+    shared = tmp_path / "engine" / "_compiled__mypyc.cpython-311-x86_64-linux-gnu.so"
+    shared.write_bytes(b"")
+    assert compiled_files(tmp_path) == sorted([extension, shared])
+    assert clean(tmp_path) == sorted([extension, shared])
+    assert compiled_files(tmp_path) == [] and source.is_file()
+
+
+def test_this_checkout_has_no_stale_compiled_module() -> None:
+    assert stale_modules() == [], "run `make compile` or `make clean-compiled`"

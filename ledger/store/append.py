@@ -32,8 +32,9 @@ from ledger.store.hashing import (
 from ledger.store.records import (
     ENTRY_WRITE_COLUMNS,
     FOLLOW_UP_KINDS,
+    MAX_GLOBAL_SEQ_SQL,
     STEP_COLUMNS,
-    STORED_ENTRY_COLUMNS,
+    SUBMISSION_WRITE_COLUMNS,
     AppendResult,
     ConflictRecord,
     EntryDraft,
@@ -41,6 +42,8 @@ from ledger.store.records import (
     StoredEntry,
     StreamAppendResult,
     SubmissionDraft,
+    select_entries,
+    stored_entry,
 )
 from ledger.translog.tree import append_entries_to_tree
 
@@ -48,11 +51,6 @@ NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
 # ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
-
-_SUBMISSION_COLUMNS = (
-    "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
-    "received_at, kafka_topic, kafka_partition, kafka_offset, host"
-)
 
 
 @dataclass(frozen=True)
@@ -212,13 +210,13 @@ def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
     if not heads:
         return {}
     cur.execute(
-        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%s) "
-        "ORDER BY submission_id, stream_seq",
+        select_entries("submission_id = ANY(%s) ORDER BY submission_id, stream_seq", payload=False),
         ([submission_id for submission_id, _ in heads.values()],),
     )
     by_submission: dict[str, list[StoredEntry]] = {}
     for row in cur.fetchall():
-        by_submission.setdefault(row[1], []).append(StoredEntry(*row))
+        entry = stored_entry(row)
+        by_submission.setdefault(entry.submission_id, []).append(entry)
     return {
         key: _Stored(submission_id, canonical, tuple(by_submission.get(submission_id, ())))
         for key, (submission_id, canonical) in heads.items()
@@ -274,7 +272,7 @@ def _record_conflict(
 
 
 def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
-    with cur.copy(f"COPY ledger_store.submissions ({_SUBMISSION_COLUMNS}) FROM STDIN") as copy:
+    with cur.copy(f"COPY ledger_store.submissions ({SUBMISSION_WRITE_COLUMNS}) FROM STDIN") as copy:
         for offer, _ in new:
             draft = offer.draft
             copy.write_row(
@@ -370,7 +368,7 @@ def write_batch(
     """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
     keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
     stored = _load_stored(cur, keys)
-    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    cur.execute(MAX_GLOBAL_SEQ_SQL)
     row = cur.fetchone()
     next_seq = int(row[0]) + 1 if row else 1
     new: list[tuple[PreparedSubmission, int]] = []
@@ -432,11 +430,10 @@ def write_follow_ups(
 ) -> StreamAppendResult:
     """Inside the transaction, after :func:`begin_append`: chain entries after the expected head."""
     cur.execute(
-        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s "
-        "ORDER BY stream_seq",
+        select_entries("submission_id = %s AND stream_seq >= %s ORDER BY stream_seq", payload=False),
         (submission_id, expected_stream_seq),
     )
-    stored = [StoredEntry(*row) for row in cur.fetchall()]
+    stored = [stored_entry(row) for row in cur.fetchall()]
     if not stored or stored[0].stream_seq != expected_stream_seq:
         raise InvalidDraftError(
             f"submission {submission_id} has no entry at stream_seq {expected_stream_seq}",
@@ -453,7 +450,7 @@ def write_follow_ups(
             result = StreamAppendResult("stale", submission_id, after)
         _advance_offsets(cur, offsets)
         return result
-    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    cur.execute(MAX_GLOBAL_SEQ_SQL)
     row = cur.fetchone()
     first_seq = (int(row[0]) if row else 0) + 1
     created = tuple(

@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, text_sha256
+from tests.helpers.database import query, tamper
 from tests.helpers.services import PgServer, libpq_conninfo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -64,15 +65,6 @@ def cli_json(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[i
     done = cli(*args, "--format", "json", env={"LEDGER_DATABASE_URL": url, **(env or {})})
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout)
-
-
-def sql_rows(url: str, statement: str, params: dict[str, Any] | None = None, *, bypass: bool = False) -> Any:
-    """Run one statement (as the superuser with triggers bypassed when ``bypass``)."""
-    with psycopg.connect(libpq_conninfo(url)) as conn:
-        if bypass:
-            conn.execute("SET session_replication_role = replica")
-        cursor = conn.execute(statement, params or {})
-        return cursor.fetchall() if cursor.description else cursor.rowcount
 
 
 def _database(admin_url: str, name: str, template: str | None = None) -> str:
@@ -125,7 +117,7 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
             env=env,
         )
         assert consumed.returncode == 0, consumed.stderr[-3000:]
-        [[count]] = sql_rows(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")
+        [[count]] = query(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")
         assert count == len(files), f"{count} audited submissions for {len(files)} published bundles"
         yield name, count
     finally:
@@ -156,7 +148,7 @@ def test_consumed_corpus_replays_100_percent_identical_in_another_process_and_ve
 
 
 def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_copy: str) -> None:
-    [(submission_id, step_index, step_id, text, old_hash)] = sql_rows(
+    [(submission_id, step_index, step_id, text, old_hash)] = query(
         ledger_copy,
         "SELECT submission_id, step_index, step_id, canonical_step, step_hash FROM ledger_store.trace_steps "
         "ORDER BY global_seq OFFSET 40 LIMIT 1",
@@ -164,12 +156,11 @@ def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_
     step = json.loads(text)
     step["action"] = "forged_action"
     forged = canonical_text(step)
-    sql_rows(
+    tamper(
         ledger_copy,
         "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s, step_hash = %(h)s "
         "WHERE submission_id = %(s)s AND step_index = %(i)s",
         {"t": forged, "h": text_sha256(forged), "s": submission_id, "i": step_index},
-        bypass=True,
     )
 
     verify_code, verified = cli_json(ledger_copy, "verify", "--no-translog")
@@ -194,17 +185,16 @@ def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_
 
 
 def test_a_verdict_payload_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_copy: str) -> None:
-    [(global_seq, submission_id)] = sql_rows(
+    [(global_seq, submission_id)] = query(
         ledger_copy,
         "SELECT global_seq, submission_id FROM ledger_store.entries WHERE kind = 'verdict.issued' "
         'AND payload_canonical LIKE \'%%"outcome":"YES"%%\' ORDER BY global_seq LIMIT 1',
     )
-    sql_rows(
+    tamper(
         ledger_copy,
         'UPDATE ledger_store.entries SET payload_canonical = replace(payload_canonical, \'"outcome":"YES"\', '
         '\'"outcome":"NO"\') WHERE global_seq = %(g)s',
         {"g": global_seq},
-        bypass=True,
     )
 
     verify_code, verified = cli_json(ledger_copy, "verify", "--no-translog")
@@ -222,15 +212,14 @@ def test_a_verdict_payload_rewritten_by_the_superuser_is_named_by_verify_and_rep
 
 
 def test_an_engine_version_rewritten_by_the_superuser_is_version_drift(ledger_copy: str) -> None:
-    [[submission_id]] = sql_rows(
+    [[submission_id]] = query(
         ledger_copy, "SELECT submission_id FROM ledger_store.submissions ORDER BY 1 LIMIT 1"
     )
     for table in ("submissions", "entries"):
-        sql_rows(
+        tamper(
             ledger_copy,
             f"UPDATE ledger_store.{table} SET engine_version = '0.0.1-old' WHERE submission_id = %(s)s",
             {"s": submission_id},
-            bypass=True,
         )
 
     code, report = cli_json(ledger_copy, "replay", "--all")

@@ -17,14 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
-from ledger.connect import libpq_url
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import SubmissionDraft
-from tests.helpers.ledger_factories import fetch_all as query  # noqa: F401  (the one query helper, re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "samples" / "corpus"
@@ -80,15 +76,6 @@ def build_ledger(url: str, copies: int = 1, *, limit: int | None = None) -> list
         Stored(result.submission_id, str(draft.market_id), len(draft.steps), draft.idempotency_key)
         for draft, result in zip(drafts, results, strict=True)
     ]
-
-
-def tamper(url: str, sql: str, params: dict[str, Any] | None = None) -> int:
-    """Run ``sql`` as the superuser with triggers bypassed; returns the rows it changed."""
-    with psycopg.connect(libpq_url(url)) as conn:
-        conn.execute("SET session_replication_role = replica")
-        changed = conn.execute(sql, params or {}).rowcount
-    assert changed > 0, "the tampering statement changed nothing"
-    return changed
 
 
 def ledger(url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

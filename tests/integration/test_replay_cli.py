@@ -9,7 +9,8 @@ import pytest
 
 from ledger.replay.source import parse_since
 from ledger.store.hashing import canonical_text
-from tests.helpers.replay import build_ledger, ledger, ledger_json, query, tamper
+from tests.helpers.database import query, tamper
+from tests.helpers.replay import build_ledger, ledger, ledger_json
 
 pytestmark = pytest.mark.integration
 

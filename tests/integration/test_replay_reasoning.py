@@ -15,7 +15,8 @@ from ledger.replay import reasoning as replay_reasoning
 from ledger.replay.runner import run_replay
 from ledger.replay.source import ReplaySelection
 from ledger.store.ledger_store import LedgerStore
-from tests.helpers.replay import build_ledger, ledger_json, query, tamper
+from tests.helpers.database import query, tamper
+from tests.helpers.replay import build_ledger, ledger_json
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, is_formula_request
 from tests.stubs.providers import ScriptedProvider
 

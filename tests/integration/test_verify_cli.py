@@ -14,7 +14,8 @@ import pytest
 
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, entry_hash, text_sha256
-from tests.helpers.replay import build_ledger, ledger, ledger_json, problems, query, tamper
+from tests.helpers.database import query, tamper
+from tests.helpers.replay import build_ledger, ledger, ledger_json, problems
 
 pytestmark = pytest.mark.integration
 

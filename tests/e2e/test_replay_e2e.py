@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, text_sha256
-from tests.helpers.database import query, tamper
+from tests.helpers.database import query, rewrite_step, tamper
 from tests.helpers.services import PgServer, libpq_conninfo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -156,12 +156,7 @@ def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_
     step = json.loads(text)
     step["action"] = "forged_action"
     forged = canonical_text(step)
-    tamper(
-        ledger_copy,
-        "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s, step_hash = %(h)s "
-        "WHERE submission_id = %(s)s AND step_index = %(i)s",
-        {"t": forged, "h": text_sha256(forged), "s": submission_id, "i": step_index},
-    )
+    rewrite_step(ledger_copy, submission_id, step_index, forged, step_hash=text_sha256(forged))
 
     verify_code, verified = cli_json(ledger_copy, "verify", "--no-translog")
     replay_code, replayed = cli_json(ledger_copy, "replay", "--all")

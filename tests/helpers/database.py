@@ -15,7 +15,7 @@ from psycopg import sql
 from ledger.connect import libpq_url
 from ledger.store.hashing import GENESIS_PREV_HASH, entry_hash_reference
 
-__all__ = ["chain_problems", "query", "row_counts", "tamper"]
+__all__ = ["chain_problems", "query", "rewrite_step", "row_counts", "tamper"]
 
 
 def query(
@@ -71,3 +71,16 @@ def chain_problems(database_url: str) -> list[str]:
     if sorted(row[0] for row in rows) != list(range(1, len(rows) + 1)):
         problems.append(f"global_seq is not gapless 1..{len(rows)}")
     return problems
+
+
+def rewrite_step(
+    database_url: str, submission_id: str, step_index: int, text: str, *, step_hash: str | None = None
+) -> None:
+    """Tamper with a stored step: its ``canonical_step`` becomes ``text`` (and its ``step_hash``
+    ``step_hash`` when given: a forgery consistent inside the row)."""
+    assignments = "canonical_step = %(t)s" + (", step_hash = %(h)s" if step_hash is not None else "")
+    tamper(
+        database_url,
+        f"UPDATE ledger_store.trace_steps SET {assignments} WHERE submission_id = %(s)s AND step_index = %(i)s",
+        {"t": text, "h": step_hash, "s": submission_id, "i": step_index},
+    )

@@ -8,9 +8,6 @@ tampering in one test never leaks into another. Every command is a fresh process
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +21,9 @@ from sqlalchemy.engine import make_url
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, text_sha256
+from tests.helpers.consumer import ledger_cli
 from tests.helpers.database import query, rewrite_step, tamper
+from tests.helpers.replay import ledger_json
 from tests.helpers.services import PgServer, libpq_conninfo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -49,22 +48,9 @@ def accepted_corpus() -> list[str]:
     return files
 
 
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``ledger ARGS`` in a fresh process."""
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-
-
 def cli_json(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    done = cli(*args, "--format", "json", env={"LEDGER_DATABASE_URL": url, **(env or {})})
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout)
+    """``ledger ARGS --format json`` against ``url`` within the end-to-end timeout."""
+    return ledger_json(url, *args, env=env, timeout=TIMEOUT)
 
 
 def _database(admin_url: str, name: str, template: str | None = None) -> str:
@@ -102,11 +88,12 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
     }
     files = accepted_corpus()
     try:
-        migrated = cli("migrate", env=env)  # the owner's step: ledger consume never migrates
+        # the owner's step: ledger consume never migrates
+        migrated = ledger_cli("migrate", env=env, timeout=TIMEOUT)
         assert migrated.returncode == 0, migrated.stderr[-3000:]
-        published = cli("publish", *files, env=env)
+        published = ledger_cli("publish", *files, env=env, timeout=TIMEOUT)
         assert published.returncode == 0, published.stderr[-3000:]
-        consumed = cli(
+        consumed = ledger_cli(
             "consume",
             "--until-idle",
             "3",
@@ -115,6 +102,7 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
             "--heartbeat-interval-ms",
             "300",
             env=env,
+            timeout=TIMEOUT,
         )
         assert consumed.returncode == 0, consumed.stderr[-3000:]
         [[count]] = query(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")

@@ -272,13 +272,13 @@ def in_process_config(bootstrap: str, topic: str, max_records: int = 50) -> Cons
     )
 
 
-def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``ledger ARGS`` (``python -m cli``) in a fresh process with ``env`` added."""
+def ledger_cli(*args: str, env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """``ledger ARGS`` (``python -m cli``) in a fresh process with ``env`` added, within ``timeout`` seconds."""
     return subprocess.run(
         [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.reasoning import ReasoningVerifier
 from engine.version import ENGINE_VERSION
@@ -203,16 +203,7 @@ class ReasoningWorker:
                     request.query, request.task(), enable_cross_validation=request.cross_validation
                 )
             except (TypeError, ValueError) as exc:  # the verifier refused the task (too long, ...)
-                request = ReasoningRequest(
-                    query=request.query,
-                    query_source=request.query_source,
-                    expression=request.expression,
-                    expression_source=request.expression_source,
-                    operands=request.operands,
-                    reason_code="invalid_task",
-                    message=str(exc),
-                    cross_validation=request.cross_validation,
-                )
+                request = replace(request, reason_code="invalid_task", message=str(exc))
             else:
                 return result_entry(request, result, attempt=attempt, audit_entry_hash=audit_hash)
         return not_applicable_entry(request, attempt=attempt, audit_entry_hash=audit_hash)

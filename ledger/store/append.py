@@ -12,7 +12,7 @@ a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,7 +271,26 @@ def _record_conflict(
     )
 
 
-def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
+def _copy_entries(cur: Cursor[Any], rows: Iterable[tuple[StoredEntry, str]]) -> None:
+    """COPY entries, each a stored entry with its canonical payload text (``ENTRY_WRITE_COLUMNS`` order)."""
+    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
+        for entry, text in rows:
+            copy.write_row(
+                (
+                    entry.global_seq,
+                    entry.submission_id,
+                    entry.stream_seq,
+                    entry.kind,
+                    text,
+                    entry.payload_hash,
+                    entry.prev_hash,
+                    entry.entry_hash,
+                    entry.engine_version,
+                )
+            )
+
+
+def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]) -> None:
     with cur.copy(f"COPY ledger_store.submissions ({SUBMISSION_WRITE_COLUMNS}) FROM STDIN") as copy:
         for offer, _ in new:
             draft = offer.draft
@@ -287,26 +306,18 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
                     *_operational(draft),
                 )
             )
-    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
-        for offer, first_seq in new:
-            version = offer.draft.engine_version
-            for i, e in enumerate(offer.entries):
-                copy.write_row(
-                    (
-                        first_seq + i,
-                        offer.submission_id,
-                        e.stream_seq,
-                        e.kind,
-                        e.payload_canonical,
-                        e.payload_hash,
-                        e.prev_hash,
-                        e.entry_hash,
-                        version,
-                    )
-                )
+    _copy_entries(
+        cur,
+        (
+            (entry, prepared.payload_canonical)
+            for offer, stored in new
+            for entry, prepared in zip(stored, offer.entries, strict=True)
+        ),
+    )
     if any(offer.step_rows for offer, _ in new):
         with cur.copy(f"COPY ledger_store.trace_steps ({STEP_COLUMNS}) FROM STDIN") as copy:
-            for offer, first_seq in new:
+            for offer, stored in new:
+                first_seq = stored[0].global_seq
                 for position, *rest in offer.step_rows:
                     copy.write_row((offer.submission_id, rest[0], first_seq + position, *rest[1:]))
 
@@ -371,7 +382,7 @@ def write_batch(
     cur.execute(MAX_GLOBAL_SEQ_SQL)
     row = cur.fetchone()
     next_seq = int(row[0]) + 1 if row else 1
-    new: list[tuple[PreparedSubmission, int]] = []
+    new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]] = []
     pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
     results: list[AppendResult | None] = []
     for index, offer in enumerate(prepared):
@@ -379,7 +390,7 @@ def write_batch(
         found = stored.get(key)
         if found is None:
             entries = offer.stored_entries(next_seq)
-            new.append((offer, next_seq))
+            new.append((offer, entries))
             next_seq += len(offer.entries)
             stored[key] = _Stored(offer.submission_id, offer.input_hashes_canonical, entries)
             results.append(AppendResult(key, offer.submission_id, "created", entries))
@@ -392,7 +403,7 @@ def write_batch(
             results.append(None)
     if new:
         _copy_new(cur, new)
-        append_entries_to_tree(cur, [entry for offer, first in new for entry in offer.stored_entries(first)])
+        append_entries_to_tree(cur, [entry for _, entries in new for entry in entries])
     for index, offer, found, reason in pending:
         conflict = _record_conflict(cur, offer, found, reason)
         results[index] = AppendResult(
@@ -457,21 +468,7 @@ def write_follow_ups(
         StoredEntry(first_seq + i, submission_id, seq, kind, digest, prev, current, engine_version)
         for i, ((kind, _, digest), (seq, prev, current)) in enumerate(zip(prepared, chain, strict=True))
     )
-    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
-        for entry, (_, text, _) in zip(created, prepared, strict=True):
-            copy.write_row(
-                (
-                    entry.global_seq,
-                    submission_id,
-                    entry.stream_seq,
-                    entry.kind,
-                    text,
-                    entry.payload_hash,
-                    entry.prev_hash,
-                    entry.entry_hash,
-                    engine_version,
-                )
-            )
+    _copy_entries(cur, ((entry, text) for entry, (_, text, _) in zip(created, prepared, strict=True)))
     append_entries_to_tree(cur, created)
     _advance_offsets(cur, offsets)
     cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(created[-1].global_seq)))

@@ -19,7 +19,7 @@ from ledger.store.hashing import GENESIS_PREV_HASH
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.payloads import rejection_payload
 from ledger.store.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
-from tests.helpers.database import chain_problems, query, row_counts
+from tests.helpers.database import chain_problems, query, row_counts, tamper
 from tests.helpers.ledger_factories import audited, rejected
 
 pytestmark = pytest.mark.integration
@@ -37,6 +37,19 @@ def test_append_assigns_gapless_global_seq_and_per_submission_chain(
     assert all(later.prev_hash == earlier.entry_hash for earlier, later in itertools.pairwise(first))
     assert ledger_store.max_seq() == 11
     assert chain_problems(migrated_database_url) == []
+
+
+def test_the_chain_check_reports_an_entry_removed_from_the_end_of_a_chain_as_a_gap(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
+    first, _ = ledger_store.append_batch([audited("k1", steps=1), audited("k2", steps=1)])
+    tamper(
+        migrated_database_url,
+        "DELETE FROM ledger_store.entries WHERE global_seq = %(g)s",
+        {"g": first.entries[-1].global_seq},
+    )
+    # both chains still link and hash; only the global sequence shows what is missing
+    assert chain_problems(migrated_database_url) == ["global_seq is not gapless 1..7"]
 
 
 def test_reappending_a_stored_submission_returns_it_and_writes_nothing(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -10,12 +10,13 @@ from fastapi import APIRouter, Depends, Path, Query
 from sqlalchemy import Connection
 
 from api.db import db_connection
-from api.models import HEX32, StepProof, Submission, SubmissionDetail, SubmissionPage
+from api.models import HEX32, Entry, Step, StepProof, Submission, SubmissionDetail, SubmissionPage
 from api.problems import ApiProblem, problem_responses
 from engine.canonical import from_hex
 from engine.merkle import cournot_root
 from engine.sentinel.challenges import MerkleProofPacket
-from ledger.translog.db import run_dicts
+from ledger.store.records import STEP_COLUMNS, StoredStep, ledger_entry, select_entries, stored_step
+from ledger.translog.db import run, run_dicts
 
 __all__ = ["router"]
 
@@ -85,19 +86,26 @@ def _header(db: Connection, submission_id: str) -> Submission:
     return _submission(rows[0])
 
 
-def _steps(db: Connection, submission_id: str) -> list[dict[str, Any]]:
-    return run_dicts(
+def _steps(db: Connection, submission_id: str) -> list[StoredStep]:
+    rows = run(
         db,
-        "SELECT step_index, step_id, step_type, evidence_ids, canonical_step, step_hash, global_seq "
-        "FROM ledger_store.trace_steps WHERE submission_id = %(id)s ORDER BY step_index",
+        f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = %(id)s ORDER BY step_index",
         {"id": submission_id},
     )
+    return [stored_step(row) for row in rows]
 
 
-def _payload_of(entries: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+def _entries(db: Connection, submission_id: str) -> list[Entry]:
+    """The submission's entries in stream order (the response shows the columns :class:`Entry` names)."""
+    rows = run(db, select_entries("submission_id = %(id)s ORDER BY stream_seq"), {"id": submission_id})
+    stored = [ledger_entry(row) for row in rows]
+    return [Entry(**dataclasses.asdict(entry), payload=entry.payload) for entry in stored]
+
+
+def _payload_of(entries: list[Entry], kind: str) -> dict[str, Any] | None:
     for entry in entries:
-        if entry["kind"] == kind and isinstance(entry["payload"], dict):
-            payload: dict[str, Any] = entry["payload"]
+        if entry.kind == kind and isinstance(entry.payload, dict):
+            payload: dict[str, Any] = entry.payload
             return payload
     return None
 
@@ -108,13 +116,7 @@ def _payload_of(entries: list[dict[str, Any]], kind: str) -> dict[str, Any] | No
 def get_submission(submission_id: SubmissionId, db: Db) -> SubmissionDetail:
     """A submission's entries (with canonical payloads), steps, verdict and roots."""
     header = _header(db, submission_id)
-    rows = run_dicts(
-        db,
-        "SELECT global_seq, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
-        "engine_version FROM ledger_store.entries WHERE submission_id = %(id)s ORDER BY stream_seq",
-        {"id": submission_id},
-    )
-    entries = [{**row, "payload": json.loads(row["payload_canonical"])} for row in rows]
+    entries = _entries(db, submission_id)
     audit = _payload_of(entries, "audit.completed")
     verdict = _payload_of(entries, "verdict.issued")
     result = audit.get("verification_result") if audit else None
@@ -122,7 +124,7 @@ def get_submission(submission_id: SubmissionId, db: Db) -> SubmissionDetail:
     return SubmissionDetail(
         submission=header,
         entries=entries,
-        steps=_steps(db, submission_id),
+        steps=[Step(**dataclasses.asdict(step)) for step in _steps(db, submission_id)],
         verdict=verdict.get("verdict") if verdict else None,
         roots=roots if isinstance(roots, dict) else None,
         audit_ok=result.get("ok")
@@ -159,7 +161,7 @@ def step_proof(
     _header(db, submission_id)
     root, count = _committed_reasoning_root(db, submission_id)
     steps = _steps(db, submission_id)
-    if [step["step_index"] for step in steps] != list(range(len(steps))) or len(steps) != count:
+    if [step.step_index for step in steps] != list(range(len(steps))) or len(steps) != count:
         raise ApiProblem(
             409,
             "steps_do_not_match_root",
@@ -169,7 +171,7 @@ def step_proof(
         raise ApiProblem(
             404, "not_found", f"submission {submission_id} has {len(steps)} step(s); no step {index}"
         )
-    leaves = [from_hex(step["step_hash"]) for step in steps]
+    leaves = [from_hex(step.step_hash) for step in steps]
     if "0x" + cournot_root(leaves).hex() != root:
         # fail closed: a proof against a root the steps do not give would not verify anyway
         raise ApiProblem(
@@ -184,8 +186,8 @@ def step_proof(
     return StepProof(
         submission_id=submission_id,
         step_index=index,
-        step_hash=step["step_hash"],
-        canonical_step=step["canonical_step"],
+        step_hash=step.step_hash,
+        canonical_step=step.canonical_step,
         reasoning_root=root,
         reasoning_leaf_count=count,
         proof=packet.model_dump(),

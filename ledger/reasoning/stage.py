@@ -41,6 +41,12 @@ from engine.reasoning import (
     ReplayMissError,
     is_fail_closed,
 )
+from ledger.store.drafts import (
+    committed_reasoning_result,
+    reasoning_not_applicable_entry,
+    reasoning_result_entry,
+)
+from ledger.store.records import EntryDraft
 
 __all__ = [
     "EXPRESSION_RULE",
@@ -52,9 +58,9 @@ __all__ = [
     "VerificationStatus",
     "derive_request",
     "format_operand",
-    "not_applicable_payload",
+    "not_applicable_entry",
     "replay_reasoning_entry",
-    "result_payload",
+    "result_entry",
     "status_of",
 ]
 
@@ -174,39 +180,31 @@ def status_of(result: ReasoningResult) -> VerificationStatus:
     return "fail_closed" if is_fail_closed(result) else "invalid"
 
 
-def _committed_result(result: ReasoningResult) -> dict[str, Any]:
-    data = result.to_dict()
-    data.pop("cached", None)  # operational: whether a cache served it
-    return data
-
-
-def result_payload(
+def result_entry(
     request: ReasoningRequest, result: ReasoningResult, *, attempt: int, audit_entry_hash: str | None
-) -> dict[str, Any]:
-    """``reasoning.verified`` for a verifier run: status, task, the result and its hash."""
-    return {
-        "status": status_of(result),
-        "attempt": attempt,
-        "audit_entry_hash": audit_entry_hash,
-        "task": request.to_payload(),
-        "result": _committed_result(result),
-        "result_hash": result.result_hash(),
-    }
+) -> EntryDraft:
+    """``reasoning.verified`` for a verifier run (shaped by :func:`ledger.store.drafts.reasoning_result_entry`)."""
+    return reasoning_result_entry(
+        status=status_of(result),
+        attempt=attempt,
+        audit_entry_hash=audit_entry_hash,
+        task=request.to_payload(),
+        result=result,
+    )
 
 
-def not_applicable_payload(
+def not_applicable_entry(
     request: ReasoningRequest, *, attempt: int, audit_entry_hash: str | None
-) -> dict[str, Any]:
+) -> EntryDraft:
     """``reasoning.verified`` when there is nothing to verify: the request is answered, not dropped."""
-    return {
-        "status": "not_applicable",
-        "attempt": attempt,
-        "audit_entry_hash": audit_entry_hash,
-        "task": request.to_payload(),
-        "reason_code": request.reason_code,
-        "message": request.message,
-        "verifier_version": VERIFIER_VERSION,
-    }
+    return reasoning_not_applicable_entry(
+        attempt=attempt,
+        audit_entry_hash=audit_entry_hash,
+        task=request.to_payload(),
+        reason_code=request.reason_code,
+        message=request.message,
+        verifier_version=VERIFIER_VERSION,
+    )
 
 
 class RerunComparison(NamedTuple):
@@ -289,7 +287,7 @@ def replay_reasoning_entry(
         verifier.close()
     if replayed.result_hash() != recorded_hash:
         diff.append(f"result_hash: recorded {recorded_hash} != replayed {replayed.result_hash()}")
-        diff.extend(_field_diff(_committed_result(recorded), _committed_result(replayed)))
+        diff.extend(_field_diff(committed_reasoning_result(recorded), committed_reasoning_result(replayed)))
     if status != status_of(replayed):
         diff.append(f"status: recorded {status} != replayed {status_of(replayed)}")
     return RerunComparison(not diff, diff)

@@ -17,7 +17,7 @@ from engine.envelope import EnvelopeError
 from engine.envelope_inputs import decode_stored_inputs
 from ledger.errors import InvalidDraftError
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.records import EntryDraft, StreamAppendResult
+from ledger.store.records import EntryDraft, StreamAppendResult, entry_columns, ledger_entry
 
 __all__ = [
     "WORK_QUERY",
@@ -71,17 +71,15 @@ class WorkItem:
         return variables if isinstance(variables, dict) else None
 
 
-WORK_QUERY = """
-SELECT r.global_seq,
-       r.submission_id,
-       r.payload_canonical,
-       a.payload_canonical,
+WORK_QUERY = f"""
+SELECT a.payload_canonical,
        a.entry_hash,
        (SELECT max(h.stream_seq) FROM ledger_store.entries h WHERE h.submission_id = r.submission_id),
        last.status,
        coalesce(last.attempt, 0),
        coalesce(last.appended_at <= now() - make_interval(secs => %(backoff)s * power(2, greatest(last.attempt, 1) - 1)),
-                false)
+                false),
+       {entry_columns("r")}
 FROM ledger_store.entries r
 LEFT JOIN LATERAL (
     SELECT e.payload_canonical, e.entry_hash FROM ledger_store.entries e
@@ -125,20 +123,21 @@ def find_reasoning_work(
     with store.connection() as conn:
         rows = conn.execute(WORK_QUERY, params).fetchall()
     items = []
-    for row in rows:
-        question, options, inputs_error = _stored_inputs(row[2])
+    for audit_text, audit_hash, head, last_status, last_attempt, retry_ready, *entry_row in rows:
+        received = ledger_entry(entry_row)
+        question, options, inputs_error = _stored_inputs(received.payload_canonical)
         items.append(
             WorkItem(
-                received_seq=int(row[0]),
-                submission_id=row[1],
+                received_seq=received.global_seq,
+                submission_id=received.submission_id,
                 question=question,
                 options=options,
-                audit_payload=json.loads(row[3]) if row[3] is not None else None,
-                audit_entry_hash=row[4],
-                head_stream_seq=int(row[5]),
-                last_status=row[6],
-                last_attempt=int(row[7]),
-                retry_ready=bool(row[8]),
+                audit_payload=json.loads(audit_text) if audit_text is not None else None,
+                audit_entry_hash=audit_hash,
+                head_stream_seq=int(head),
+                last_status=last_status,
+                last_attempt=int(last_attempt),
+                retry_ready=bool(retry_ready),
                 inputs_error=inputs_error,
             )
         )

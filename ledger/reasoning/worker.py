@@ -21,8 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from engine.reasoning import ReasoningVerifier
 from engine.version import ENGINE_VERSION
@@ -30,8 +29,8 @@ from ledger.errors import LedgerError
 from ledger.reasoning.stage import (
     ReasoningRequest,
     derive_request,
-    not_applicable_payload,
-    result_payload,
+    not_applicable_entry,
+    result_entry,
 )
 from ledger.reasoning.work_queue import WorkItem, append_to_stream, find_reasoning_work
 from ledger.store.ledger_store import LedgerStore
@@ -183,9 +182,9 @@ class ReasoningWorker:
             item.evaluation_variables,
             cross_validation=self.config.cross_validation,
         )
-        payload = await self._payload(request, attempt, item.audit_entry_hash)
-        status = str(payload["status"])
-        recorded = await self._append(item, payload, stats)
+        entry = await self._entry(request, attempt, item.audit_entry_hash)
+        status = str(entry.payload["status"])
+        recorded = await self._append(item, entry, stats)
         if recorded:
             stats.statuses[status] += 1
         log.info(
@@ -197,33 +196,21 @@ class ReasoningWorker:
         )
         return self._still_open(status, attempt) if recorded else self.config.retry_failed
 
-    async def _payload(
-        self, request: ReasoningRequest, attempt: int, audit_hash: str | None
-    ) -> dict[str, Any]:
+    async def _entry(self, request: ReasoningRequest, attempt: int, audit_hash: str | None) -> EntryDraft:
         if request.applicable and request.query is not None:
             try:
                 result = await self.verifier.averify_reasoning(
                     request.query, request.task(), enable_cross_validation=request.cross_validation
                 )
             except (TypeError, ValueError) as exc:  # the verifier refused the task (too long, ...)
-                request = ReasoningRequest(
-                    query=request.query,
-                    query_source=request.query_source,
-                    expression=request.expression,
-                    expression_source=request.expression_source,
-                    operands=request.operands,
-                    reason_code="invalid_task",
-                    message=str(exc),
-                    cross_validation=request.cross_validation,
-                )
+                request = replace(request, reason_code="invalid_task", message=str(exc))
             else:
-                return result_payload(request, result, attempt=attempt, audit_entry_hash=audit_hash)
-        return not_applicable_payload(request, attempt=attempt, audit_entry_hash=audit_hash)
+                return result_entry(request, result, attempt=attempt, audit_entry_hash=audit_hash)
+        return not_applicable_entry(request, attempt=attempt, audit_entry_hash=audit_hash)
 
-    async def _append(self, item: WorkItem, payload: dict[str, Any], stats: PassStats) -> bool:
+    async def _append(self, item: WorkItem, entry: EntryDraft, stats: PassStats) -> bool:
         """Append at the head seen; True when this call recorded it (or an identical entry exists)."""
         head = item.head_stream_seq
-        entry = EntryDraft("reasoning.verified", payload)
         for _ in range(_STALE_RETRIES):
             result = await asyncio.to_thread(
                 append_to_stream,

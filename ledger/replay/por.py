@@ -7,7 +7,6 @@ Read-only: nothing is appended.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from psycopg import Connection
 
 from engine.por_pack.stored import StoredPackError, reverify
+from ledger.store.records import entry_columns, ledger_entry
 
 __all__ = ["PoRReplayResult", "replay_por_packs"]
 
@@ -48,13 +48,14 @@ def replay_por_packs(
         clauses.append("s.market_id = %(market)s")
         params["market"] = market
     cursor = conn.execute(
-        "SELECT e.submission_id, e.global_seq, s.market_id, e.payload_canonical FROM ledger_store.entries e "
+        f"SELECT s.market_id, {entry_columns('e')} FROM ledger_store.entries e "
         "JOIN ledger_store.submissions s ON s.submission_id = e.submission_id "
         f"WHERE {' AND '.join(clauses)} ORDER BY e.global_seq",
         params,
     )
-    for submission_id, global_seq, market_id, text in cursor:
-        payload = json.loads(text)
+    for market_id, *entry_row in cursor:
+        entry = ledger_entry(entry_row)
+        payload = entry.payload
         stored_report = payload.get("report") or {}
         stored_status = stored_report.get("status")
         try:
@@ -65,15 +66,20 @@ def replay_por_packs(
             TypeError,
         ) as exc:  # a stored pack we cannot rebuild is a divergence
             yield PoRReplayResult(
-                submission_id, int(global_seq), market_id, stored_status, None, False, str(exc)
+                entry.submission_id, entry.global_seq, market_id, stored_status, None, False, str(exc)
             )
             continue
         except Exception as exc:  # nor can a pack the verifier fails on be identical: a named divergence
             error = f"re-verification failed: {type(exc).__name__}: {exc}"
             yield PoRReplayResult(
-                submission_id, int(global_seq), market_id, stored_status, None, False, error
+                entry.submission_id, entry.global_seq, market_id, stored_status, None, False, error
             )
             continue
         yield PoRReplayResult(
-            submission_id, int(global_seq), market_id, stored_status, result.report.status, result.identical
+            entry.submission_id,
+            entry.global_seq,
+            market_id,
+            stored_status,
+            result.report.status,
+            result.identical,
         )

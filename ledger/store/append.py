@@ -12,7 +12,7 @@ a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,9 @@ from ledger.store.hashing import (
 from ledger.store.records import (
     ENTRY_WRITE_COLUMNS,
     FOLLOW_UP_KINDS,
+    MAX_GLOBAL_SEQ_SQL,
     STEP_COLUMNS,
-    STORED_ENTRY_COLUMNS,
+    SUBMISSION_WRITE_COLUMNS,
     AppendResult,
     ConflictRecord,
     EntryDraft,
@@ -41,6 +42,8 @@ from ledger.store.records import (
     StoredEntry,
     StreamAppendResult,
     SubmissionDraft,
+    select_entries,
+    stored_entry,
 )
 from ledger.translog.tree import append_entries_to_tree
 
@@ -48,11 +51,6 @@ NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
 # ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
-
-_SUBMISSION_COLUMNS = (
-    "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
-    "received_at, kafka_topic, kafka_partition, kafka_offset, host"
-)
 
 
 @dataclass(frozen=True)
@@ -212,13 +210,13 @@ def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
     if not heads:
         return {}
     cur.execute(
-        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%s) "
-        "ORDER BY submission_id, stream_seq",
+        select_entries("submission_id = ANY(%s) ORDER BY submission_id, stream_seq", payload=False),
         ([submission_id for submission_id, _ in heads.values()],),
     )
     by_submission: dict[str, list[StoredEntry]] = {}
     for row in cur.fetchall():
-        by_submission.setdefault(row[1], []).append(StoredEntry(*row))
+        entry = stored_entry(row)
+        by_submission.setdefault(entry.submission_id, []).append(entry)
     return {
         key: _Stored(submission_id, canonical, tuple(by_submission.get(submission_id, ())))
         for key, (submission_id, canonical) in heads.items()
@@ -273,8 +271,27 @@ def _record_conflict(
     )
 
 
-def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
-    with cur.copy(f"COPY ledger_store.submissions ({_SUBMISSION_COLUMNS}) FROM STDIN") as copy:
+def _copy_entries(cur: Cursor[Any], rows: Iterable[tuple[StoredEntry, str]]) -> None:
+    """COPY entries, each a stored entry with its canonical payload text (``ENTRY_WRITE_COLUMNS`` order)."""
+    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
+        for entry, text in rows:
+            copy.write_row(
+                (
+                    entry.global_seq,
+                    entry.submission_id,
+                    entry.stream_seq,
+                    entry.kind,
+                    text,
+                    entry.payload_hash,
+                    entry.prev_hash,
+                    entry.entry_hash,
+                    entry.engine_version,
+                )
+            )
+
+
+def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]) -> None:
+    with cur.copy(f"COPY ledger_store.submissions ({SUBMISSION_WRITE_COLUMNS}) FROM STDIN") as copy:
         for offer, _ in new:
             draft = offer.draft
             copy.write_row(
@@ -289,26 +306,18 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
                     *_operational(draft),
                 )
             )
-    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
-        for offer, first_seq in new:
-            version = offer.draft.engine_version
-            for i, e in enumerate(offer.entries):
-                copy.write_row(
-                    (
-                        first_seq + i,
-                        offer.submission_id,
-                        e.stream_seq,
-                        e.kind,
-                        e.payload_canonical,
-                        e.payload_hash,
-                        e.prev_hash,
-                        e.entry_hash,
-                        version,
-                    )
-                )
+    _copy_entries(
+        cur,
+        (
+            (entry, prepared.payload_canonical)
+            for offer, stored in new
+            for entry, prepared in zip(stored, offer.entries, strict=True)
+        ),
+    )
     if any(offer.step_rows for offer, _ in new):
         with cur.copy(f"COPY ledger_store.trace_steps ({STEP_COLUMNS}) FROM STDIN") as copy:
-            for offer, first_seq in new:
+            for offer, stored in new:
+                first_seq = stored[0].global_seq
                 for position, *rest in offer.step_rows:
                     copy.write_row((offer.submission_id, rest[0], first_seq + position, *rest[1:]))
 
@@ -370,10 +379,10 @@ def write_batch(
     """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
     keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
     stored = _load_stored(cur, keys)
-    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    cur.execute(MAX_GLOBAL_SEQ_SQL)
     row = cur.fetchone()
     next_seq = int(row[0]) + 1 if row else 1
-    new: list[tuple[PreparedSubmission, int]] = []
+    new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]] = []
     pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
     results: list[AppendResult | None] = []
     for index, offer in enumerate(prepared):
@@ -381,7 +390,7 @@ def write_batch(
         found = stored.get(key)
         if found is None:
             entries = offer.stored_entries(next_seq)
-            new.append((offer, next_seq))
+            new.append((offer, entries))
             next_seq += len(offer.entries)
             stored[key] = _Stored(offer.submission_id, offer.input_hashes_canonical, entries)
             results.append(AppendResult(key, offer.submission_id, "created", entries))
@@ -394,7 +403,7 @@ def write_batch(
             results.append(None)
     if new:
         _copy_new(cur, new)
-        append_entries_to_tree(cur, [entry for offer, first in new for entry in offer.stored_entries(first)])
+        append_entries_to_tree(cur, [entry for _, entries in new for entry in entries])
     for index, offer, found, reason in pending:
         conflict = _record_conflict(cur, offer, found, reason)
         results[index] = AppendResult(
@@ -432,11 +441,10 @@ def write_follow_ups(
 ) -> StreamAppendResult:
     """Inside the transaction, after :func:`begin_append`: chain entries after the expected head."""
     cur.execute(
-        f"SELECT {STORED_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = %s AND stream_seq >= %s "
-        "ORDER BY stream_seq",
+        select_entries("submission_id = %s AND stream_seq >= %s ORDER BY stream_seq", payload=False),
         (submission_id, expected_stream_seq),
     )
-    stored = [StoredEntry(*row) for row in cur.fetchall()]
+    stored = [stored_entry(row) for row in cur.fetchall()]
     if not stored or stored[0].stream_seq != expected_stream_seq:
         raise InvalidDraftError(
             f"submission {submission_id} has no entry at stream_seq {expected_stream_seq}",
@@ -453,28 +461,14 @@ def write_follow_ups(
             result = StreamAppendResult("stale", submission_id, after)
         _advance_offsets(cur, offsets)
         return result
-    cur.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries")
+    cur.execute(MAX_GLOBAL_SEQ_SQL)
     row = cur.fetchone()
     first_seq = (int(row[0]) if row else 0) + 1
     created = tuple(
         StoredEntry(first_seq + i, submission_id, seq, kind, digest, prev, current, engine_version)
         for i, ((kind, _, digest), (seq, prev, current)) in enumerate(zip(prepared, chain, strict=True))
     )
-    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
-        for entry, (_, text, _) in zip(created, prepared, strict=True):
-            copy.write_row(
-                (
-                    entry.global_seq,
-                    submission_id,
-                    entry.stream_seq,
-                    entry.kind,
-                    text,
-                    entry.payload_hash,
-                    entry.prev_hash,
-                    entry.entry_hash,
-                    engine_version,
-                )
-            )
+    _copy_entries(cur, ((entry, text) for entry, (_, text, _) in zip(created, prepared, strict=True)))
     append_entries_to_tree(cur, created)
     _advance_offsets(cur, offsets)
     cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(created[-1].global_seq)))

@@ -1,8 +1,10 @@
-"""Audit a validated envelope with the engine pipeline and shape the ledger submission draft.
+"""Audit a validated envelope with the engine pipeline and shape the ledger drafts.
 
-Entries, in stream order: ``submission.received`` (canonical inputs and their hashes),
-one ``trace.step`` per step (paired with its ``trace_steps`` row), ``audit.completed``
+A submission's entries, in stream order: ``submission.received`` (canonical inputs and their
+hashes), one ``trace.step`` per step (paired with its ``trace_steps`` row), ``audit.completed``
 (VerificationResult, roots, evaluation_variables, the trace header) and ``verdict.issued``.
+The reasoning stage's follow-up ``reasoning.verified`` entry is shaped here too
+(:func:`reasoning_result_entry`, :func:`reasoning_not_applicable_entry`).
 Nothing here depends on the clock, the host or the Kafka coordinates (those travel in
 ``OperationalInfo``, which is never hashed).
 """
@@ -10,7 +12,8 @@ Nothing here depends on the clock, the host or the Kafka coordinates (those trav
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from engine.envelope import DecodedEnvelope
 from engine.pipeline import PipelineResult, run_pipeline
@@ -25,7 +28,16 @@ from ledger.store.payloads import (
 )
 from ledger.store.records import EntryDraft, OperationalInfo, StepDraft, SubmissionDraft
 
-__all__ = ["audit_envelope", "submission_draft"]
+if TYPE_CHECKING:  # the verifier's modules load only where a reasoning entry is built
+    from engine.reasoning import ReasoningResult
+
+__all__ = [
+    "audit_envelope",
+    "committed_reasoning_result",
+    "reasoning_not_applicable_entry",
+    "reasoning_result_entry",
+    "submission_draft",
+]
 
 
 def text_sha256_bytes(data: bytes) -> str:
@@ -166,3 +178,46 @@ def audit_envelope(decoded: DecodedEnvelope, operational: OperationalInfo | None
     envelope = decoded.envelope
     result = run_pipeline(envelope.prompt_spec, envelope.evidence_bundle)
     return submission_draft(decoded, result, operational)
+
+
+def committed_reasoning_result(result: ReasoningResult) -> dict[str, Any]:
+    """A verifier result as a ``reasoning.verified`` entry commits it (without the operational ``cached``)."""
+    data = result.to_dict()
+    data.pop("cached", None)  # operational: whether a cache served it
+    return data
+
+
+def _reasoning_payload(
+    status: str, attempt: int, audit_entry_hash: str | None, task: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {"status": status, "attempt": attempt, "audit_entry_hash": audit_entry_hash, "task": dict(task)}
+
+
+def reasoning_result_entry(
+    *,
+    status: str,
+    attempt: int,
+    audit_entry_hash: str | None,
+    task: Mapping[str, Any],
+    result: ReasoningResult,
+) -> EntryDraft:
+    """``reasoning.verified`` for a verifier run: status, task, the committed result and its hash."""
+    payload = _reasoning_payload(status, attempt, audit_entry_hash, task)
+    payload["result"] = committed_reasoning_result(result)
+    payload["result_hash"] = result.result_hash()
+    return EntryDraft("reasoning.verified", payload)
+
+
+def reasoning_not_applicable_entry(
+    *,
+    attempt: int,
+    audit_entry_hash: str | None,
+    task: Mapping[str, Any],
+    reason_code: str | None,
+    message: str | None,
+    verifier_version: str,
+) -> EntryDraft:
+    """``reasoning.verified`` when there is nothing to verify: the request is answered, not dropped."""
+    payload = _reasoning_payload("not_applicable", attempt, audit_entry_hash, task)
+    payload.update(reason_code=reason_code, message=message, verifier_version=verifier_version)
+    return EntryDraft("reasoning.verified", payload)

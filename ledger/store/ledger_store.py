@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy.exc
-from psycopg import Connection, IsolationLevel
+from psycopg import Connection, Cursor, IsolationLevel
 from sqlalchemy import Engine
 
 from ledger.connect import create_ledger_engine
@@ -31,8 +31,9 @@ from ledger.errors import (
 )
 from ledger.store.append import begin_append, prepare, prepare_follow_ups, write_batch, write_follow_ups
 from ledger.store.records import (
-    LEDGER_ENTRY_COLUMNS,
+    MAX_GLOBAL_SEQ_SQL,
     STEP_COLUMNS,
+    SUBMISSION_WRITE_COLUMNS,
     AppendResult,
     EntryDraft,
     LedgerEntry,
@@ -41,6 +42,8 @@ from ledger.store.records import (
     StreamAppendResult,
     SubmissionDraft,
     SubmissionRecord,
+    ledger_entry,
+    select_entries,
     stored_step,
 )
 from ledger.store.source_log import (
@@ -53,8 +56,6 @@ from ledger.store.source_log import (
     resolve_incarnation,
 )
 from ledger.translog.tree import TreeError
-
-_ENTRY_SELECT = f"SELECT {LEDGER_ENTRY_COLUMNS} FROM ledger_store.entries"
 
 
 def _translate(exc: BaseException) -> LedgerError:
@@ -149,6 +150,18 @@ class LedgerStore:
 
     # -- append ------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _append_transaction(self) -> Iterator[Cursor[Any]]:
+        """A transaction holding the append lock, under ``role``, with the store's timeouts."""
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            begin_append(
+                cur,
+                role=self.role,
+                lock_timeout=self.lock_timeout,
+                idle_timeout=self.idle_in_transaction_timeout,
+            )
+            yield cur
+
     def append_batch(
         self, submissions: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance] = ()
     ) -> list[AppendResult]:
@@ -169,13 +182,7 @@ class LedgerStore:
         prepared = [prepare(draft) for draft in submissions]
         if not prepared and not offsets:
             return []
-        with _tree_errors_as_damage(), self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            begin_append(
-                cur,
-                role=self.role,
-                lock_timeout=self.lock_timeout,
-                idle_timeout=self.idle_in_transaction_timeout,
-            )
+        with _tree_errors_as_damage(), self._append_transaction() as cur:
             fence_incarnations(cur, offsets)
             results = write_batch(cur, prepared, offsets)
             record_dead_letters(cur, submissions, results)
@@ -205,13 +212,7 @@ class LedgerStore:
         if not engine_version:
             raise InvalidDraftError("engine_version is required", field_path="engine_version")
         prepared = prepare_follow_ups(entries)
-        with _tree_errors_as_damage(), self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            begin_append(
-                cur,
-                role=self.role,
-                lock_timeout=self.lock_timeout,
-                idle_timeout=self.idle_in_transaction_timeout,
-            )
+        with _tree_errors_as_damage(), self._append_transaction() as cur:
             return write_follow_ups(
                 cur,
                 submission_id,
@@ -226,16 +227,16 @@ class LedgerStore:
     def max_seq(self) -> int:
         """The highest committed ``global_seq`` (0 for an empty ledger); entries 1..max all exist."""
         with self.connection() as conn:
-            row = conn.execute("SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries").fetchone()
+            row = conn.execute(MAX_GLOBAL_SEQ_SQL).fetchone()
         return int(row[0]) if row else 0
 
     def read_entries(self, after_seq: int = 0, limit: int = 1000) -> list[LedgerEntry]:
         """One page: entries with ``global_seq > after_seq`` in order, at most ``limit``."""
         with self.connection() as conn:
             rows = conn.execute(
-                f"{_ENTRY_SELECT} WHERE global_seq > %s ORDER BY global_seq LIMIT %s", (after_seq, limit)
+                select_entries("global_seq > %s ORDER BY global_seq LIMIT %s"), (after_seq, limit)
             ).fetchall()
-        return [LedgerEntry(*row) for row in rows]
+        return [ledger_entry(row) for row in rows]
 
     def iter_entries(
         self, after_seq: int = 0, limit: int | None = None, page_size: int = 5000
@@ -261,8 +262,7 @@ class LedgerStore:
         """A submission by ``submission_id`` or ``idempotency_key``, with its entries and steps."""
         with self.connection() as conn:
             head = conn.execute(
-                "SELECT submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, "
-                "engine_version, received_at, kafka_topic, kafka_partition, kafka_offset, host, appended_at "
+                f"SELECT {SUBMISSION_WRITE_COLUMNS}, appended_at "
                 "FROM ledger_store.submissions WHERE submission_id = %s OR idempotency_key = %s "
                 "ORDER BY submission_id = %s DESC LIMIT 1",
                 (submission_id_or_key, submission_id_or_key, submission_id_or_key),
@@ -271,7 +271,7 @@ class LedgerStore:
                 return None
             submission_id = head[0]
             entries = conn.execute(
-                f"{_ENTRY_SELECT} WHERE submission_id = %s ORDER BY stream_seq", (submission_id,)
+                select_entries("submission_id = %s ORDER BY stream_seq"), (submission_id,)
             ).fetchall()
             steps = conn.execute(
                 f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = %s ORDER BY step_index",
@@ -287,7 +287,7 @@ class LedgerStore:
             engine_version=head[6],
             operational=OperationalInfo(head[7], head[8], head[9], head[10], head[11]),
             appended_at=head[12],
-            entries=tuple(LedgerEntry(*row) for row in entries),
+            entries=tuple(ledger_entry(row) for row in entries),
             steps=tuple(stored_step(row) for row in steps),
         )
 
@@ -300,13 +300,7 @@ class LedgerStore:
         ``source_incarnations`` and the group's offsets for the topic go back to 0 (see
         :func:`ledger.store.source_log.resolve_incarnation`).
         """
-        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            begin_append(
-                cur,
-                role=self.role,
-                lock_timeout=self.lock_timeout,
-                idle_timeout=self.idle_in_transaction_timeout,
-            )
+        with self._append_transaction() as cur:
             return resolve_incarnation(cur, group, topic, observed, host=host)
 
     def current_incarnation(self, group: str, topic: str) -> Incarnation | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -161,21 +161,6 @@ class OffsetAdvance:
             )
 
 
-# The SQL column lists of the stored rows, once: each in the field order of the record it fills.
-STORED_ENTRY_COLUMNS = (
-    "global_seq, submission_id, stream_seq, kind, payload_hash, prev_hash, entry_hash, engine_version"
-)
-LEDGER_ENTRY_COLUMNS = f"{STORED_ENTRY_COLUMNS}, payload_canonical, appended_at"
-STEP_COLUMNS = (
-    "submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step"
-)
-# what the append transaction writes, in COPY order
-ENTRY_WRITE_COLUMNS = (
-    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
-    "engine_version"
-)
-
-
 @dataclass(frozen=True)
 class StoredEntry:
     """An entry as committed: its positions and hashes (payload omitted)."""
@@ -201,6 +186,60 @@ class LedgerEntry(StoredEntry):
     def payload(self) -> Any:
         """The payload parsed from the canonical text (ints and floats as written)."""
         return json.loads(self.payload_canonical)
+
+
+# The SQL column lists of the stored rows, once: each in the field order of the record it fills.
+_ENTRY_FIELDS = tuple(item.name for item in fields(StoredEntry))
+_PAYLOAD_FIELDS = tuple(item.name for item in fields(LedgerEntry))[len(_ENTRY_FIELDS) :]
+
+
+def entry_columns(alias: str | None = None, *, payload: bool = True) -> str:
+    """The column list of an entry row: :class:`LedgerEntry` (``payload``) or :class:`StoredEntry`.
+
+    ``alias`` qualifies every column (``e.global_seq, ...``) for queries that join. Read the row back
+    with :func:`ledger_entry` or :func:`stored_entry`: a query that selects more puts its own columns
+    first and passes the rest of the row (``ledger_entry(row[2:])``).
+    """
+    names = _ENTRY_FIELDS + _PAYLOAD_FIELDS if payload else _ENTRY_FIELDS
+    return ", ".join(f"{alias}.{name}" if alias else name for name in names)
+
+
+STORED_ENTRY_COLUMNS = entry_columns(payload=False)
+LEDGER_ENTRY_COLUMNS = entry_columns()
+STEP_COLUMNS = (
+    "submission_id, step_index, global_seq, step_id, step_type, evidence_ids, step_hash, canonical_step"
+)
+# what the append transaction writes, in COPY order
+ENTRY_WRITE_COLUMNS = (
+    "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
+    "engine_version"
+)
+SUBMISSION_WRITE_COLUMNS = (
+    "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
+    "received_at, kafka_topic, kafka_partition, kafka_offset, host"
+)
+"""The submission columns the append transaction writes, in COPY order; read back with ``appended_at``."""
+MAX_GLOBAL_SEQ_SQL = "SELECT coalesce(max(global_seq), 0) FROM ledger_store.entries"
+"""The highest committed ``global_seq`` (0 for an empty ledger)."""
+
+
+def select_entries(where: str, *, payload: bool = True) -> str:
+    """``SELECT <entry_columns> FROM ledger_store.entries WHERE <where>`` (one entry row per result row)."""
+    return f"SELECT {entry_columns(payload=payload)} FROM ledger_store.entries WHERE {where}"
+
+
+_STORED_WIDTH = len(_ENTRY_FIELDS)
+_LEDGER_WIDTH = _STORED_WIDTH + len(_PAYLOAD_FIELDS)
+
+
+def stored_entry(row: Sequence[Any]) -> StoredEntry:
+    """A :class:`StoredEntry` from a row that starts with ``entry_columns(payload=False)``."""
+    return StoredEntry(*row[:_STORED_WIDTH])
+
+
+def ledger_entry(row: Sequence[Any]) -> LedgerEntry:
+    """A :class:`LedgerEntry` from a row that starts with :func:`entry_columns`."""
+    return LedgerEntry(*row[:_LEDGER_WIDTH])
 
 
 @dataclass(frozen=True)

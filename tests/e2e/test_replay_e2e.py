@@ -8,9 +8,6 @@ tampering in one test never leaks into another. Every command is a fresh process
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +21,9 @@ from sqlalchemy.engine import make_url
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, text_sha256
+from tests.helpers.consumer import ledger_cli
+from tests.helpers.database import query, rewrite_step, tamper
+from tests.helpers.replay import ledger_json
 from tests.helpers.services import PgServer, libpq_conninfo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -48,31 +48,9 @@ def accepted_corpus() -> list[str]:
     return files
 
 
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``ledger ARGS`` in a fresh process."""
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-
-
 def cli_json(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    done = cli(*args, "--format", "json", env={"LEDGER_DATABASE_URL": url, **(env or {})})
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout)
-
-
-def sql_rows(url: str, statement: str, params: dict[str, Any] | None = None, *, bypass: bool = False) -> Any:
-    """Run one statement (as the superuser with triggers bypassed when ``bypass``)."""
-    with psycopg.connect(libpq_conninfo(url)) as conn:
-        if bypass:
-            conn.execute("SET session_replication_role = replica")
-        cursor = conn.execute(statement, params or {})
-        return cursor.fetchall() if cursor.description else cursor.rowcount
+    """``ledger ARGS --format json`` against ``url`` within the end-to-end timeout."""
+    return ledger_json(url, *args, env=env, timeout=TIMEOUT)
 
 
 def _database(admin_url: str, name: str, template: str | None = None) -> str:
@@ -110,11 +88,12 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
     }
     files = accepted_corpus()
     try:
-        migrated = cli("migrate", env=env)  # the owner's step: ledger consume never migrates
+        # the owner's step: ledger consume never migrates
+        migrated = ledger_cli("migrate", env=env, timeout=TIMEOUT)
         assert migrated.returncode == 0, migrated.stderr[-3000:]
-        published = cli("publish", *files, env=env)
+        published = ledger_cli("publish", *files, env=env, timeout=TIMEOUT)
         assert published.returncode == 0, published.stderr[-3000:]
-        consumed = cli(
+        consumed = ledger_cli(
             "consume",
             "--until-idle",
             "3",
@@ -123,9 +102,10 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
             "--heartbeat-interval-ms",
             "300",
             env=env,
+            timeout=TIMEOUT,
         )
         assert consumed.returncode == 0, consumed.stderr[-3000:]
-        [[count]] = sql_rows(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")
+        [[count]] = query(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")
         assert count == len(files), f"{count} audited submissions for {len(files)} published bundles"
         yield name, count
     finally:
@@ -156,7 +136,7 @@ def test_consumed_corpus_replays_100_percent_identical_in_another_process_and_ve
 
 
 def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_copy: str) -> None:
-    [(submission_id, step_index, step_id, text, old_hash)] = sql_rows(
+    [(submission_id, step_index, step_id, text, old_hash)] = query(
         ledger_copy,
         "SELECT submission_id, step_index, step_id, canonical_step, step_hash FROM ledger_store.trace_steps "
         "ORDER BY global_seq OFFSET 40 LIMIT 1",
@@ -164,13 +144,7 @@ def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_
     step = json.loads(text)
     step["action"] = "forged_action"
     forged = canonical_text(step)
-    sql_rows(
-        ledger_copy,
-        "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s, step_hash = %(h)s "
-        "WHERE submission_id = %(s)s AND step_index = %(i)s",
-        {"t": forged, "h": text_sha256(forged), "s": submission_id, "i": step_index},
-        bypass=True,
-    )
+    rewrite_step(ledger_copy, submission_id, step_index, forged, step_hash=text_sha256(forged))
 
     verify_code, verified = cli_json(ledger_copy, "verify", "--no-translog")
     replay_code, replayed = cli_json(ledger_copy, "replay", "--all")
@@ -194,17 +168,16 @@ def test_a_step_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_
 
 
 def test_a_verdict_payload_rewritten_by_the_superuser_is_named_by_verify_and_replay(ledger_copy: str) -> None:
-    [(global_seq, submission_id)] = sql_rows(
+    [(global_seq, submission_id)] = query(
         ledger_copy,
         "SELECT global_seq, submission_id FROM ledger_store.entries WHERE kind = 'verdict.issued' "
         'AND payload_canonical LIKE \'%%"outcome":"YES"%%\' ORDER BY global_seq LIMIT 1',
     )
-    sql_rows(
+    tamper(
         ledger_copy,
         'UPDATE ledger_store.entries SET payload_canonical = replace(payload_canonical, \'"outcome":"YES"\', '
         '\'"outcome":"NO"\') WHERE global_seq = %(g)s',
         {"g": global_seq},
-        bypass=True,
     )
 
     verify_code, verified = cli_json(ledger_copy, "verify", "--no-translog")
@@ -222,15 +195,14 @@ def test_a_verdict_payload_rewritten_by_the_superuser_is_named_by_verify_and_rep
 
 
 def test_an_engine_version_rewritten_by_the_superuser_is_version_drift(ledger_copy: str) -> None:
-    [[submission_id]] = sql_rows(
+    [[submission_id]] = query(
         ledger_copy, "SELECT submission_id FROM ledger_store.submissions ORDER BY 1 LIMIT 1"
     )
     for table in ("submissions", "entries"):
-        sql_rows(
+        tamper(
             ledger_copy,
             f"UPDATE ledger_store.{table} SET engine_version = '0.0.1-old' WHERE submission_id = %(s)s",
             {"s": submission_id},
-            bypass=True,
         )
 
     code, report = cli_json(ledger_copy, "replay", "--all")

@@ -27,15 +27,14 @@ from aiokafka.admin import AIOKafkaAdminClient
 from consumers.publisher import SentRecord
 from devstack.broker import EmbeddedBroker
 from devstack.postgres import free_loopback_port
+from tests.helpers.database import chain_problems, query
 from tests.helpers.faults import (
     GROUP_TIMING,
     ROOT,
     ConsumerProcess,
-    chain_problems,
     consumer_env,
     create_topic,
     publish_bundles,
-    query,
     run_consumer,
     stored_offsets,
     submission_count,

@@ -22,6 +22,7 @@ import pytest
 
 from consumers.publisher import PreparedRecord, SentRecord, prepare_document
 from ledger.migration import upgrade
+from tests.helpers.database import query
 from tests.helpers.faults import (
     GROUP_TIMING,
     ConsumerProcess,
@@ -30,7 +31,6 @@ from tests.helpers.faults import (
     create_topic,
     dead_letter_sources,
     make_inputs,
-    query,
     read_until,
     send_keyed,
     stored_offsets,

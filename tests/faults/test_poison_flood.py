@@ -25,12 +25,12 @@ import pytest
 
 from consumers.publisher import PreparedRecord, SentRecord, prepare_document
 from engine.envelope import wrap_inputs
+from tests.helpers.database import query
 from tests.helpers.faults import (
     assert_ledger_matches,
     consumer_env,
     create_topic,
     make_inputs,
-    query,
     read_topic,
     run_consumer,
     send_keyed,

@@ -20,12 +20,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ledger.migration import upgrade
+from tests.helpers.database import query
 from tests.helpers.faults import (
     ROOT,
     consumer_env,
     create_topic,
     publish_bundles,
-    query,
     run_consumer,
     stored_offsets,
     submission_count,

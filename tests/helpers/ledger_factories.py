@@ -1,16 +1,11 @@
-"""Builders of ledger drafts and an independent chain check, shared by the ledger tests and workers."""
+"""Builders of ledger drafts, shared by the ledger tests and workers."""
 
 from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
-from typing import Any
-
-import psycopg
 
 from engine.version import ENGINE_VERSION
-from ledger.connect import libpq_url
-from ledger.store.hashing import GENESIS_PREV_HASH, entry_hash_reference
 from ledger.store.payloads import (
     audit_payload,
     received_payload,
@@ -126,41 +121,3 @@ def rejected(
         operational=OperationalInfo(datetime.now(UTC), "evidence-bundles", 0, dlq_offset, "test-host"),
         engine_version=ENGINE_VERSION,
     )
-
-
-def chain_problems(database_url: str) -> list[str]:
-    """Recompute every payload hash and chain link from the stored canonical text; list what fails."""
-    problems: list[str] = []
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        rows = conn.execute(
-            "SELECT global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, "
-            "entry_hash, engine_version FROM ledger_store.entries ORDER BY submission_id, stream_seq"
-        ).fetchall()
-    previous: dict[str, tuple[int, str]] = {}
-    for seq, stream, stream_seq, kind, text, payload_hash, prev_hash, entry_hash, version in rows:
-        if "0x" + hashlib.sha256(text.encode()).hexdigest() != payload_hash:
-            problems.append(f"seq {seq}: payload_hash does not match payload_canonical")
-        last_seq, last_hash = previous.get(stream, (0, GENESIS_PREV_HASH))
-        if stream_seq != last_seq + 1 or prev_hash != last_hash:
-            problems.append(f"seq {seq}: chain broken at {stream}#{stream_seq}")
-        if entry_hash_reference(stream, stream_seq, kind, payload_hash, prev_hash, version) != entry_hash:
-            problems.append(f"seq {seq}: entry_hash does not recompute")
-        previous[stream] = (stream_seq, entry_hash)
-    return problems
-
-
-def row_counts(database_url: str) -> dict[str, int]:
-    """Row count of every ledger_store table (to prove that nothing was written)."""
-    tables = ("submissions", "entries", "trace_steps", "consumer_offsets", "idempotency_conflicts")
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        counts: dict[str, int] = {}
-        for table in tables:
-            row = conn.execute(f"SELECT count(*) FROM ledger_store.{table}").fetchone()
-            counts[table] = int(row[0]) if row else 0
-    return counts
-
-
-def fetch_all(database_url: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Run one query on a fresh connection."""
-    with psycopg.connect(libpq_url(database_url)) as conn:
-        return conn.execute(query, params).fetchall()

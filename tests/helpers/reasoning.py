@@ -19,7 +19,6 @@ from engine.envelope import decode_envelope, wrap_inputs
 from engine.reasoning import ReasoningVerifier, RetryPolicy, build_providers_from_env
 from ledger.reasoning.worker import ReasoningWorker, WorkerConfig
 from ledger.store.drafts import audit_envelope
-from ledger.store.hashing import entry_hash_reference, text_sha256
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import LedgerEntry
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
@@ -169,27 +168,6 @@ def by_submission(store: LedgerStore) -> dict[str, list[LedgerEntry]]:
     for entry in reasoning_entries(store):
         grouped.setdefault(entry.submission_id, []).append(entry)
     return grouped
-
-
-def check_chains(store: LedgerStore) -> None:
-    """Independent check: gapless global_seq, and every chain links and hashes as documented."""
-    entries = list(store.iter_entries())
-    assert [entry.global_seq for entry in entries] == list(range(1, len(entries) + 1))
-    heads: dict[str, tuple[int, str]] = {}
-    for entry in entries:
-        seq, prev = heads.get(entry.submission_id, (0, "0x" + "0" * 64))
-        assert entry.stream_seq == seq + 1, entry
-        assert entry.prev_hash == prev, entry
-        assert entry.payload_hash == text_sha256(entry.payload_canonical)
-        assert entry.entry_hash == entry_hash_reference(
-            entry.submission_id,
-            entry.stream_seq,
-            entry.kind,
-            entry.payload_hash,
-            entry.prev_hash,
-            entry.engine_version,
-        )
-        heads[entry.submission_id] = (entry.stream_seq, entry.entry_hash)
 
 
 def iter_exchanges(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:

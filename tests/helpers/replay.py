@@ -10,21 +10,16 @@ a subprocess with a bounded timeout.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
-from ledger.connect import libpq_url
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import SubmissionDraft
-from tests.helpers.ledger_factories import fetch_all as query  # noqa: F401  (the one query helper, re-exported)
+from tests.helpers.consumer import ledger_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "samples" / "corpus"
@@ -82,30 +77,18 @@ def build_ledger(url: str, copies: int = 1, *, limit: int | None = None) -> list
     ]
 
 
-def tamper(url: str, sql: str, params: dict[str, Any] | None = None) -> int:
-    """Run ``sql`` as the superuser with triggers bypassed; returns the rows it changed."""
-    with psycopg.connect(libpq_url(url)) as conn:
-        conn.execute("SET session_replication_role = replica")
-        changed = conn.execute(sql, params or {}).rowcount
-    assert changed > 0, "the tampering statement changed nothing"
-    return changed
-
-
-def ledger(url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def ledger(
+    url: str, *args: str, env: dict[str, str] | None = None, timeout: float = CLI_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     """``ledger ARGS`` (``python -m cli``) against ``url`` in a fresh process."""
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, "LEDGER_DATABASE_URL": url, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-    )
+    return ledger_cli(*args, env={"LEDGER_DATABASE_URL": url, **(env or {})}, timeout=timeout)
 
 
-def ledger_json(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+def ledger_json(
+    url: str, *args: str, env: dict[str, str] | None = None, timeout: float = CLI_TIMEOUT
+) -> tuple[int, dict[str, Any]]:
     """``ledger ARGS --format json``: exit code and the parsed report."""
-    done = ledger(url, *args, "--format", "json", env=env)
+    done = ledger(url, *args, "--format", "json", env=env, timeout=timeout)
     try:
         report = json.loads(done.stdout)
     except ValueError as exc:

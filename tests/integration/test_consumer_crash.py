@@ -16,12 +16,12 @@ from tests.helpers.consumer import (
     consumer_env,
     make_inputs,
     publish,
-    query,
     run_consumer,
     stored_offsets,
     submission_count,
     wait_until,
 )
+from tests.helpers.database import query
 
 pytestmark = pytest.mark.integration
 

@@ -27,15 +27,15 @@ from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
-from ledger.store.source_log import SourceIdentity, SourceResolution
 from tests.helpers.consumer import (
+    ForwardingStore,
     in_process_config,
     make_inputs,
     publish_raw,
-    query,
     read_topic,
     stored_offsets,
 )
+from tests.helpers.database import query
 from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
@@ -114,11 +114,11 @@ async def test_a_record_the_database_refuses_is_dead_lettered_and_the_partition_
     assert stored_offsets(migrated_database_url, f"{topic_name}-group", topic_name) == {0: 3}
 
 
-class RefusingStore:
+class RefusingStore(ForwardingStore):
     """The real store, except that every append covering ``offset`` is refused as bad data."""
 
     def __init__(self, store: LedgerStore, offset: int) -> None:
-        self.store = store
+        super().__init__(store)
         self.offset = offset
         self.refusals = 0
 
@@ -129,14 +129,6 @@ class RefusingStore:
             self.refusals += 1
             raise LedgerDataError("the database refused the data: (simulated)")
         return self.store.append_batch(submissions, offsets)
-
-    def load_offsets(self, group: str, topic: str) -> dict[int, int]:
-        return self.store.load_offsets(group, topic)
-
-    def resolve_source(
-        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
-    ) -> SourceResolution:
-        return self.store.resolve_source(group, topic, observed, host=host)
 
 
 async def test_when_even_the_rejection_is_refused_the_consumer_stops_with_a_clear_error(
@@ -165,23 +157,17 @@ async def test_same_event_id_with_different_content_in_one_batch_records_a_confl
     metrics = ConsumerMetrics()
     calls: list[list[OffsetAdvance]] = []
 
-    class Recording:
+    class Recording(ForwardingStore):
         def append_batch(
             self, submissions: Sequence[SubmissionDraft], offsets: Sequence[OffsetAdvance] = ()
         ) -> list[AppendResult]:
             calls.append(list(offsets))
-            return store.append_batch(submissions, offsets)
-
-        def load_offsets(self, group: str, topic: str) -> dict[int, int]:
-            return store.load_offsets(group, topic)
-
-        def resolve_source(
-            self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
-        ) -> SourceResolution:
-            return store.resolve_source(group, topic, observed, host=host)
+            return self.store.append_batch(submissions, offsets)
 
     with LedgerStore(migrated_database_url) as store:
-        await LedgerConsumer(config(kafka_bootstrap, topic_name), Recording(), audit_envelope, metrics).run()
+        await LedgerConsumer(
+            config(kafka_bootstrap, topic_name), Recording(store), audit_envelope, metrics
+        ).run()
 
     # both records went through one append (the case the old code got wrong)
     assert any(a.from_offset == 0 and a.next_offset >= 2 for offsets in calls for a in offsets), calls

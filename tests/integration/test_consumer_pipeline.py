@@ -13,10 +13,10 @@ from tests.helpers.consumer import (
     ledger_cli,
     make_inputs,
     publish,
-    query,
     run_consumer,
     stored_offsets,
 )
+from tests.helpers.database import query
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,11 @@ from tests.helpers.consumer import (
     consumer_env,
     make_inputs,
     publish_raw,
-    query,
     read_topic,
     run_consumer,
     stored_offsets,
 )
+from tests.helpers.database import query
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from ledger.errors import LedgerUnavailableError
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
-from ledger.store.source_log import SourceIdentity, SourceResolution
 from tests.helpers.consumer import (
+    ForwardingStore,
     assert_ledger_exact,
     in_process_config,
     make_inputs,
@@ -30,11 +30,11 @@ pytestmark = pytest.mark.integration
 N = 80
 
 
-class FlakyStore:
+class FlakyStore(ForwardingStore):
     """The real store, except that the first ``outages`` appends go to a server that is down."""
 
     def __init__(self, store: LedgerStore, outages: int) -> None:
-        self.store = store
+        super().__init__(store)
         self.down = LedgerStore(f"postgresql+psycopg://postgres@127.0.0.1:{free_loopback_port()}/none")
         self.outages = outages
         self.offsets_seen: list[list[OffsetAdvance]] = []
@@ -48,20 +48,12 @@ class FlakyStore:
             return self.down.append_batch(submissions, offsets)
         return self.store.append_batch(submissions, offsets)
 
-    def load_offsets(self, group: str, topic: str) -> dict[int, int]:
-        return self.store.load_offsets(group, topic)
 
-    def resolve_source(
-        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
-    ) -> SourceResolution:
-        return self.store.resolve_source(group, topic, observed, host=host)
-
-
-class ZombieStore:
+class ZombieStore(ForwardingStore):
     """Before this member's first commit, 'another member' commits the same batch and offsets."""
 
     def __init__(self, store: LedgerStore) -> None:
-        self.store = store
+        super().__init__(store)
         self.raced = False
 
     def append_batch(
@@ -71,14 +63,6 @@ class ZombieStore:
             self.raced = True
             self.store.append_batch(submissions, offsets)  # the new owner got there first
         return self.store.append_batch(submissions, offsets)
-
-    def load_offsets(self, group: str, topic: str) -> dict[int, int]:
-        return self.store.load_offsets(group, topic)
-
-    def resolve_source(
-        self, group: str, topic: str, observed: SourceIdentity, *, host: str | None = None
-    ) -> SourceResolution:
-        return self.store.resolve_source(group, topic, observed, host=host)
 
 
 def config(bootstrap: str, topic: str) -> ConsumerConfig:

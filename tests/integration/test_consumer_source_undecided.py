@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -19,7 +16,7 @@ from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import OffsetAdvance
 from ledger.store.source_log import SourceIdentity
-from tests.helpers.consumer import ROOT, consumer_env, publish_raw
+from tests.helpers.consumer import consumer_env, ledger_cli, publish_raw
 
 pytestmark = pytest.mark.integration
 
@@ -44,17 +41,6 @@ def run_in_process(
         except SourceLogUndecidedError as exc:
             return exc, metrics
     return None, metrics
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def undecided_total(metrics: ConsumerMetrics, topic: str, reason: str) -> float | None:
@@ -82,7 +68,9 @@ def test_an_earlier_incarnation_seen_again_stops_the_consumer(
 
     assert isinstance(error, SourceLogUndecidedError) and error.reason == "past_incarnation"
     assert undecided_total(metrics, topic_name, "past_incarnation") == 1
-    done = cli(consumer_env(kafka_bootstrap, database_url, topic_name), "consume", "--until-idle", "3")
+    done = ledger_cli(
+        "consume", "--until-idle", "3", env=consumer_env(kafka_bootstrap, database_url, topic_name)
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     assert "source_log_undecided" in done.stderr
     with LedgerStore(database_url) as store:
@@ -98,7 +86,7 @@ def test_a_log_end_below_the_stored_offset_under_the_same_identity_stops_the_con
         store.resolve_source(group, topic_name, topic_identity)
         for partition in range(4):  # as if the log had held 50 records per partition, then was truncated
             store.append_batch([], [OffsetAdvance(group, topic_name, partition, 0, 50, 1)])
-    health = cli(env, "health", "--format", "json")
+    health = ledger_cli("health", "--format", "json", env=env)
     assert health.returncode == 1, health.stdout
     assert "below the stored offsets" in json.loads(health.stdout)["source"]["error"]
 
@@ -113,5 +101,5 @@ def test_a_log_end_below_the_stored_offset_under_the_same_identity_stops_the_con
         for partition in range(4)
     ]
     assert sum(count or 0 for count in regressed) >= 1
-    done = cli(env, "consume", "--until-idle", "3")
+    done = ledger_cli("consume", "--until-idle", "3", env=env)
     assert done.returncode == 1 and "log_regressed" in done.stderr, done.stderr[-3000:]

@@ -19,7 +19,8 @@ from ledger.store.hashing import GENESIS_PREV_HASH
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.payloads import rejection_payload
 from ledger.store.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
-from tests.helpers.ledger_factories import audited, chain_problems, fetch_all, rejected, row_counts
+from tests.helpers.database import chain_problems, query, row_counts, tamper
+from tests.helpers.ledger_factories import audited, rejected
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +37,19 @@ def test_append_assigns_gapless_global_seq_and_per_submission_chain(
     assert all(later.prev_hash == earlier.entry_hash for earlier, later in itertools.pairwise(first))
     assert ledger_store.max_seq() == 11
     assert chain_problems(migrated_database_url) == []
+
+
+def test_the_chain_check_reports_an_entry_removed_from_the_end_of_a_chain_as_a_gap(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
+    first, _ = ledger_store.append_batch([audited("k1", steps=1), audited("k2", steps=1)])
+    tamper(
+        migrated_database_url,
+        "DELETE FROM ledger_store.entries WHERE global_seq = %(g)s",
+        {"g": first.entries[-1].global_seq},
+    )
+    # both chains still link and hash; only the global sequence shows what is missing
+    assert chain_problems(migrated_database_url) == ["global_seq is not gapless 1..7"]
 
 
 def test_reappending_a_stored_submission_returns_it_and_writes_nothing(
@@ -70,7 +84,7 @@ def test_conflicting_payload_under_a_stored_key_is_recorded_not_swallowed(
     with pytest.raises(IdempotencyConflictError) as raised:
         conflict.raise_for_conflict()
     assert raised.value.idempotency_key == "k1" and raised.value.conflict_id == conflict.conflict.conflict_id
-    rows = fetch_all(
+    rows = query(
         migrated_database_url,
         "SELECT idempotency_key, submission_id, reason, offered_submission_id FROM ledger.idempotency_conflicts",
     )
@@ -129,7 +143,7 @@ def test_canonical_text_is_stored_and_hashed_not_the_jsonb(
     draft = audited("k1")
     result = ledger_store.append(draft)
     seq = result.entries[-2].global_seq  # audit.completed: evaluation_variables.numeric_value == 1.0
-    text, payload_hash, jsonb_text = fetch_all(
+    text, payload_hash, jsonb_text = query(
         migrated_database_url,
         "SELECT payload_canonical, payload_hash, payload::text FROM ledger_store.entries WHERE global_seq = %s",
         (seq,),
@@ -183,7 +197,7 @@ def test_rejections_keep_raw_bytes_or_their_hash(
     ledger_store.append_batch(
         [rejected("raw-small", small, dlq_offset=3), rejected("raw-big", big, dlq_offset=4)]
     )
-    rows = fetch_all(
+    rows = query(
         migrated_database_url,
         "SELECT idempotency_key, reason_code, raw_size, raw_sha256, raw_base64 IS NOT NULL, dlq_topic, dlq_offset "
         "FROM ledger.rejections ORDER BY global_seq",
@@ -260,25 +274,23 @@ def test_views_expose_audits_verdicts_steps_and_submissions(
             audited("b", market_id="m2", insufficient=True, outcome="NO"),
         ]
     )
-    audits = fetch_all(
+    audits = query(
         migrated_database_url,
         "SELECT market_id, ok, conflict_detected, insufficient_evidence, reasoning_leaf_count "
         "FROM ledger.audit_results ORDER BY global_seq",
     )
     assert audits == [("m1", True, True, False, 3), ("m2", False, False, True, 3)]
-    verdicts = fetch_all(migrated_database_url, "SELECT market_id, outcome, confidence FROM ledger.verdicts")
+    verdicts = query(migrated_database_url, "SELECT market_id, outcome, confidence FROM ledger.verdicts")
     assert [(m, o, float(c)) for m, o, c in verdicts] == [("m1", "YES", 0.75), ("m2", "NO", 0.75)]
-    submissions = fetch_all(
+    submissions = query(
         migrated_database_url,
         "SELECT idempotency_key, first_seq, last_seq, entry_count, step_count FROM ledger.submissions "
         "ORDER BY first_seq",
     )
     assert submissions == [("a", 1, 6, 6, 3), ("b", 7, 12, 6, 3)]
-    steps = fetch_all(
-        migrated_database_url, "SELECT step->>'step_id', step_type FROM ledger.trace_steps LIMIT 1"
-    )
+    steps = query(migrated_database_url, "SELECT step->>'step_id', step_type FROM ledger.trace_steps LIMIT 1")
     assert steps == [("step_0001", "extract")]
-    stored = fetch_all(migrated_database_url, "SELECT input_hashes FROM ledger.submissions LIMIT 1")[0][0]
+    stored = query(migrated_database_url, "SELECT input_hashes FROM ledger.submissions LIMIT 1")[0][0]
     assert set(stored) == {"prompt_spec_hash", "evidence_bundle_hash"}
     assert json.dumps(stored)  # JSONB comes back as a dict
 

@@ -16,7 +16,8 @@ from psycopg import sql
 from ledger.connect import libpq_url
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import OffsetAdvance
-from tests.helpers.ledger_factories import audited, chain_problems
+from tests.helpers.database import chain_problems
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

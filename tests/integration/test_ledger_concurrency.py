@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ledger.store.ledger_store import LedgerStore
-from tests.helpers.ledger_factories import chain_problems, fetch_all
+from tests.helpers.database import chain_problems, query
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ def test_concurrent_appenders_and_a_tailing_reader(migrated_database_url: str, t
                 proc.kill()
                 proc.communicate()
 
-    count, low, high, distinct = fetch_all(
+    count, low, high, distinct = query(
         migrated_database_url,
         "SELECT count(*), min(global_seq), max(global_seq), count(DISTINCT global_seq) "
         "FROM ledger_store.entries",

@@ -27,7 +27,8 @@ from ledger.store.records import OffsetAdvance
 from ledger.translog.tree import tree_size
 from ledger.verify.problems import Problem
 from ledger.verify.runner import run_verify
-from tests.helpers.ledger_factories import audited, chain_problems, fetch_all
+from tests.helpers.database import chain_problems, query
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 
@@ -124,7 +125,7 @@ def test_concurrent_writer_logins_stay_gapless(migrated_database_url: str, login
     assert errors == []
     seqs = [
         row[0]
-        for row in fetch_all(migrated_database_url, "SELECT global_seq FROM ledger_store.entries ORDER BY 1")
+        for row in query(migrated_database_url, "SELECT global_seq FROM ledger_store.entries ORDER BY 1")
     ]
     assert seqs == list(range(1, len(seqs) + 1))
     with psycopg.connect(libpq_url(migrated_database_url)) as conn:
@@ -274,11 +275,11 @@ def test_a_bad_row_stops_appends_with_the_row_named_and_the_documented_recovery_
     assert chain_problems(migrated_database_url) == []
     seqs = [
         row[0]
-        for row in fetch_all(migrated_database_url, "SELECT global_seq FROM ledger_store.entries ORDER BY 1")
+        for row in query(migrated_database_url, "SELECT global_seq FROM ledger_store.entries ORDER BY 1")
     ]
     assert seqs == list(range(1, len(seqs) + 1))
     forged = "SELECT count(*) FROM ledger_store.submissions WHERE submission_id = %s"
-    assert fetch_all(migrated_database_url, forged, ("0x" + "ab" * 32,)) == [(0,)]
+    assert query(migrated_database_url, forged, ("0x" + "ab" * 32,)) == [(0,)]
     report = run_verify(create_ledger_engine(migrated_database_url))
     assert _ledger_wide_codes(report.problems) == [] and report.max_global_seq == bad_seq + 6 - 1
 
@@ -311,10 +312,10 @@ def test_migration_0005_goes_down_and_up_on_a_ledger_holding_data(migrated_datab
     with LedgerStore(migrated_database_url) as store:
         store.append(audited("k1", offset=0), [OffsetAdvance("g", TOPIC, 0, 0, 1)])
     downgrade(migrated_database_url, "0003_translog")
-    assert fetch_all(migrated_database_url, "SELECT to_regclass('ledger_store.append_lock')") == [(None,)]
+    assert query(migrated_database_url, "SELECT to_regclass('ledger_store.append_lock')") == [(None,)]
     upgrade(migrated_database_url)
     assert current_revision(migrated_database_url) == head_revision()
-    moves = fetch_all(
+    moves = query(
         migrated_database_url,
         "SELECT from_offset, to_offset, moved_by FROM ledger_store.consumer_offset_moves",
     )
@@ -335,6 +336,6 @@ def test_ledger_consume_runs_with_a_writer_login_and_its_offset_moves_are_backed
     env["LEDGER_DATABASE_URL"] = login("ledger_writer")
     run_consumer(tmp_path, env)
     assert_ledger_exact(database_url, {doc["evidence_bundle"]["bundle_id"] for doc in documents})
-    movers = fetch_all(database_url, "SELECT DISTINCT moved_by FROM ledger_store.consumer_offset_moves")
+    movers = query(database_url, "SELECT DISTINCT moved_by FROM ledger_store.consumer_offset_moves")
     assert movers == [(env["LEDGER_DATABASE_URL"].split("//")[1].split(":")[0],)]
     assert _ledger_wide_codes(run_verify(create_ledger_engine(database_url)).problems) == []

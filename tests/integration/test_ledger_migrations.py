@@ -24,7 +24,8 @@ from ledger.migration import (
     upgrade,
 )
 from ledger.store.ledger_store import LedgerStore
-from tests.helpers.ledger_factories import audited, fetch_all
+from tests.helpers.database import query
+from tests.helpers.ledger_factories import audited
 from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = pytest.mark.integration
@@ -34,9 +35,9 @@ VIEWS = {"submissions", "trace_steps", "audit_results", "verdicts", "rejections"
 
 def _schema_objects(url: str) -> tuple[set[str], set[str]]:
     tables = {
-        row[0] for row in fetch_all(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'ledger_store'")
+        row[0] for row in query(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'ledger_store'")
     }
-    views = {row[0] for row in fetch_all(url, "SELECT viewname FROM pg_views WHERE schemaname = 'ledger'")}
+    views = {row[0] for row in query(url, "SELECT viewname FROM pg_views WHERE schemaname = 'ledger'")}
     return tables, views
 
 
@@ -53,8 +54,7 @@ def test_upgrade_head_on_an_empty_database_creates_tables_views_and_roles(databa
     assert {"submissions", "entries", "trace_steps", "consumer_offsets", "idempotency_conflicts"} <= tables
     assert views >= VIEWS
     roles = {
-        row[0]
-        for row in fetch_all(database_url, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'ledger_%'")
+        row[0] for row in query(database_url, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'ledger_%'")
     }
     assert {"ledger_owner", "ledger_writer", "ledger_reader"} <= roles
     upgrade(database_url)  # a second run is a no-op
@@ -98,7 +98,7 @@ def test_every_revision_steps_down_and_up(database_url: str) -> None:
 def test_downgrade_keeps_the_cluster_roles(database_url: str) -> None:
     upgrade(database_url)
     downgrade(database_url, "base")
-    roles = fetch_all(
+    roles = query(
         database_url,
         "SELECT count(*) FROM pg_roles WHERE rolname IN ('ledger_owner', 'ledger_writer', 'ledger_reader')",
     )

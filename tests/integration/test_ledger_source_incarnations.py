@@ -13,7 +13,8 @@ from ledger.migration import current_revision, downgrade, head_revision, upgrade
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import DeadLetterCoordinates, EntryDraft, OffsetAdvance, OperationalInfo
 from ledger.store.source_log import SourceIdentity
-from tests.helpers.ledger_factories import audited, chain_problems, fetch_all, rejected
+from tests.helpers.database import chain_problems, query
+from tests.helpers.ledger_factories import audited, rejected
 from tests.helpers.replay import corpus_drafts, ledger_json
 
 pytestmark = pytest.mark.integration
@@ -58,7 +59,7 @@ def test_incarnations_are_recorded_reset_the_offsets_and_fence_older_batches(
             store.resolve_source(GROUP, TOPIC, SourceIdentity("cluster-a", ""))
         assert store.current_incarnation(GROUP, TOPIC) == third.incarnation
 
-    rows = fetch_all(
+    rows = query(
         migrated_database_url,
         "SELECT incarnation, reason, previous_offsets FROM ledger.source_incarnations ORDER BY incarnation",
     )
@@ -67,7 +68,7 @@ def test_incarnations_are_recorded_reset_the_offsets_and_fence_older_batches(
         (2, "topic_recreated", {"0": 5, "1": 3}),
         (3, "cluster_changed", {"0": 2, "1": 0, "2": 1}),
     ]
-    offsets = fetch_all(
+    offsets = query(
         migrated_database_url,
         "SELECT kafka_partition, next_offset, incarnation FROM ledger.consumer_offsets ORDER BY 1",
     )
@@ -111,9 +112,7 @@ def test_dead_letter_coordinates_are_stored_with_the_rejection(migrated_database
         # re-delivered after a crash: the second dead-letter copy does not replace the first
         moved = dataclasses.replace(placed, dead_letter=DeadLetterCoordinates("dlq", 0, 99))
         assert store.append(dataclasses.replace(draft, operational=moved)).status == "existing"
-    rows = fetch_all(
-        migrated_database_url, "SELECT dlq_topic, dlq_partition, dlq_offset FROM ledger.rejections"
-    )
+    rows = query(migrated_database_url, "SELECT dlq_topic, dlq_partition, dlq_offset FROM ledger.rejections")
     assert rows == [("evidence-bundles.dlq", 1, 17)]
 
 
@@ -130,10 +129,8 @@ def test_0004_goes_up_down_and_up_on_a_ledger_holding_data_and_verify_passes(dat
     downgrade(database_url, "0003_translog")
     upgrade(database_url)
     assert current_revision(database_url) == head_revision()
-    assert fetch_all(database_url, "SELECT next_offset, incarnation FROM ledger.consumer_offsets") == [
-        (2, None)
-    ]
-    assert fetch_all(database_url, "SELECT dlq_offset FROM ledger.rejections") == [(1,)]
+    assert query(database_url, "SELECT next_offset, incarnation FROM ledger.consumer_offsets") == [(2, None)]
+    assert query(database_url, "SELECT dlq_offset FROM ledger.rejections") == [(1,)]
     with LedgerStore(database_url) as store:
         legacy = store.resolve_source(GROUP, TOPIC, FIRST)
         assert (legacy.incarnation.reason, legacy.offsets) == ("legacy_offsets", {0: 0})  # reread, never skip
@@ -142,7 +139,7 @@ def test_0004_goes_up_down_and_up_on_a_ledger_holding_data_and_verify_passes(dat
     assert code == 0, report["problems"]
 
     downgrade(database_url, "0003_translog")
-    assert fetch_all(database_url, "SELECT next_offset FROM ledger.consumer_offsets") == [(3,)]
+    assert query(database_url, "SELECT next_offset FROM ledger.consumer_offsets") == [(3,)]
     upgrade(database_url)
     assert not chain_problems(database_url)
     code, report = ledger_json(database_url, "verify", "--no-translog")

@@ -5,23 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from ledger.connect import libpq_url
 from ledger.store.ledger_store import LedgerStore
+from tests.helpers.database import query, tamper
 from tests.helpers.ledger_factories import audited, rejected
 
 pytestmark = pytest.mark.integration
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "event-store.md"
 QUERIES = re.findall(r"```sql\n(.*?)```", DOC.read_text(), flags=re.S)
-
-
-def _as_reader(url: str, query: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(libpq_url(url)) as conn:
-        conn.execute("SET ROLE ledger_reader")
-        return conn.execute(query).fetchall()
 
 
 @pytest.fixture
@@ -46,13 +39,13 @@ def test_the_document_has_the_promised_examples() -> None:
         assert f"ledger.{view}" in text
 
 
-@pytest.mark.parametrize("query", QUERIES, ids=[f"example{i}" for i in range(len(QUERIES))])
-def test_each_example_runs_as_the_reader(populated: str, query: str) -> None:
-    _as_reader(populated, query)
+@pytest.mark.parametrize("example", QUERIES, ids=[f"example{i}" for i in range(len(QUERIES))])
+def test_each_example_runs_as_the_reader(populated: str, example: str) -> None:
+    query(populated, example, role="ledger_reader")
 
 
 def test_examples_answer_the_questions(populated: str) -> None:
-    conflicting, steps, insufficient = (_as_reader(populated, query) for query in QUERIES[:3])
+    conflicting, steps, insufficient = (query(populated, text, role="ledger_reader") for text in QUERIES[:3])
     assert len(conflicting) == 1
     assert [row[1] for row in steps] == ["step_0001", "step_0002", "step_0003"]
     assert [row[0] for row in insufficient] == ["eth-flip"]
@@ -61,19 +54,18 @@ def test_examples_answer_the_questions(populated: str) -> None:
 def test_sql_hash_check_passes_then_catches_a_superuser_edit(populated: str) -> None:
     (check,) = [q for q in QUERIES if "payload_ok" in q]
     (gaps,) = [q for q in QUERIES if "gapless" in q]
-    assert _as_reader(populated, check) == []
-    assert _as_reader(populated, gaps)[0][2] is True
-    with psycopg.connect(libpq_url(populated)) as conn:
-        conn.execute("SET session_replication_role = replica")
-        conn.execute("DELETE FROM ledger_store.entries WHERE global_seq = 3")
-        conn.execute(
-            "UPDATE ledger_store.entries SET payload_canonical = replace(payload_canonical, 'NO', 'YES') "
-            "WHERE kind = 'verdict.issued'"
-        )
-    flagged = _as_reader(populated, check)
+    assert query(populated, check, role="ledger_reader") == []
+    assert query(populated, gaps, role="ledger_reader")[0][2] is True
+    tamper(populated, "DELETE FROM ledger_store.entries WHERE global_seq = 3")
+    tamper(
+        populated,
+        "UPDATE ledger_store.entries SET payload_canonical = replace(payload_canonical, 'NO', 'YES') "
+        "WHERE kind = 'verdict.issued'",
+    )
+    flagged = query(populated, check, role="ledger_reader")
     assert {row[0] for row in flagged} >= {4}  # the entry after the deleted one breaks its chain
     assert any(row[3] is False for row in flagged)  # payload_ok false for the edited verdict
-    assert _as_reader(populated, gaps)[0][2] is False
+    assert query(populated, gaps, role="ledger_reader")[0][2] is False
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,9 +85,10 @@ def _documented_views() -> set[str]:
 def test_readme_and_event_store_list_exactly_the_views_the_migrations_create(
     migrated_database_url: str,
 ) -> None:
-    with psycopg.connect(libpq_url(migrated_database_url)) as conn:
-        rows = conn.execute("SELECT table_name FROM information_schema.views WHERE table_schema = 'ledger'")
-        views = {str(name) for (name,) in rows.fetchall()}
+    rows = query(
+        migrated_database_url, "SELECT table_name FROM information_schema.views WHERE table_schema = 'ledger'"
+    )
+    views = {str(name) for (name,) in rows}
     assert {"log_checkpoints", "por_verifications"} <= views
     assert _readme_views() == views
     assert _documented_views() == views

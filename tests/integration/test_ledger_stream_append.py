@@ -7,7 +7,8 @@ import pytest
 from ledger.errors import InvalidDraftError
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft, OffsetAdvance
-from tests.helpers.ledger_factories import audited, chain_problems
+from tests.helpers.database import chain_problems
+from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.consumer import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw, read_topic, run_consumer
 from tests.helpers.consumer import ledger_cli as ledger
+from tests.helpers.database import query
 
 pytestmark = pytest.mark.integration
 

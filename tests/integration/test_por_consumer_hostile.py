@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.consumer import ROOT, consumer_env, publish_raw, query, read_topic, run_consumer
+from tests.helpers.consumer import ROOT, consumer_env, publish_raw, read_topic, run_consumer
+from tests.helpers.database import query
 
 pytestmark = pytest.mark.integration
 

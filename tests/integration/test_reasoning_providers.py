@@ -27,7 +27,7 @@ from engine.reasoning import (
     build_providers_from_env,
 )
 from engine.reasoning.sdk_providers import DEFAULT_SEED
-from ledger.reasoning.stage import derive_request, result_payload
+from ledger.reasoning.stage import derive_request, result_entry
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, StubResponse, is_formula_request
 from tests.stubs.providers import good_trace
 
@@ -400,7 +400,7 @@ def test_a_credential_in_the_base_url_is_never_recorded_or_logged(
     verifier = ReasoningVerifier([provider], enable_cache=False)
     result = verifier.verify_reasoning(QUERY, TASK, enable_cross_validation=False)
     request = derive_request(QUERY, {"reasoning_expression": "10 + 5"}, None, cross_validation=False)
-    payload = json.dumps(result_payload(request, result, attempt=1, audit_entry_hash=None))
+    payload = json.dumps(result_entry(request, result, attempt=1, audit_entry_hash=None).payload)
     assert result.exchanges and server.requests, "the provider was really called"
     assert URL_SECRET not in payload
     assert any(record.name.startswith(("openai", "anthropic", "httpx")) for record in caplog.records)

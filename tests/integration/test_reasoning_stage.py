@@ -18,6 +18,7 @@ from sqlalchemy import text
 from engine.reasoning import ReasoningResult
 from ledger.reasoning.stage import replay_reasoning_entry
 from ledger.store.ledger_store import LedgerStore
+from tests.helpers.database import chain_problems
 from tests.helpers.reasoning import (
     ABOVE_ON_DATE,
     AT_OR_ABOVE,
@@ -27,7 +28,6 @@ from tests.helpers.reasoning import (
     InFlight,
     Stubs,
     by_submission,
-    check_chains,
     corpus_inputs,
     make_worker,
     reasoning_entries,
@@ -51,6 +51,7 @@ def submit_mix(store: LedgerStore) -> dict[str, str]:
 
 def test_worker_records_exactly_the_requested_submissions_with_their_exchanges(
     ledger_store: LedgerStore,
+    migrated_database_url: str,
 ) -> None:
     ids = submit_mix(ledger_store)
     with Stubs() as stubs:
@@ -62,7 +63,7 @@ def test_worker_records_exactly_the_requested_submissions_with_their_exchanges(
         assert (stats.found, stats.appended, stats.errors) == (3, 3, 0)
         assert stats.statuses == {"valid": 1, "invalid": 1, "not_applicable": 1}
         assert stubs.request_count() == 4  # two calls each for the two with arithmetic, none for boolean
-        check_chains(ledger_store)
+        assert chain_problems(migrated_database_url) == []
 
     valid = recorded[ids["valid"]][0].payload
     question = corpus_inputs(AT_OR_ABOVE)["prompt_spec"]["market"]["question"]

@@ -16,11 +16,11 @@ from ledger.reasoning.work_queue import append_to_stream
 from ledger.reasoning.worker import PassStats, ReasoningWorker
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft
+from tests.helpers.database import chain_problems
 from tests.helpers.reasoning import (
     AT_OR_ABOVE,
     Stubs,
     by_submission,
-    check_chains,
     make_worker,
     submit,
 )
@@ -34,6 +34,7 @@ SERVER_ERROR = StubResponse(status=500)
 
 def test_429_and_500_are_recorded_fail_closed_and_retried_only_with_retry_failed(
     ledger_store: LedgerStore,
+    migrated_database_url: str,
 ) -> None:
     first = submit(ledger_store, AT_OR_ABOVE, event_id="limited", verify=True)
     second = submit(ledger_store, AT_OR_ABOVE, event_id="erroring", verify=True)
@@ -73,7 +74,7 @@ def test_429_and_500_are_recorded_fail_closed_and_retried_only_with_retry_failed
     for submission_id in (first, second):
         attempts = [entry.payload for entry in recorded[submission_id]]
         assert [(p["attempt"], p["status"]) for p in attempts] == [(1, "fail_closed"), (2, "valid")]
-    check_chains(ledger_store)
+    assert chain_problems(migrated_database_url) == []
 
 
 def test_retries_wait_for_the_backoff_and_stop_at_max_attempts(ledger_store: LedgerStore) -> None:
@@ -97,7 +98,9 @@ def test_retries_wait_for_the_backoff_and_stop_at_max_attempts(ledger_store: Led
     assert attempts == [1, 2]
 
 
-def test_racing_workers_record_each_submission_once(ledger_store: LedgerStore) -> None:
+def test_racing_workers_record_each_submission_once(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
     ids = [submit(ledger_store, AT_OR_ABOVE, event_id=f"race-{index}", verify=True) for index in range(4)]
     with Stubs() as stubs:
         stubs.in_flight.delay = 0.1  # both workers read the same pending set before either appends
@@ -113,14 +116,16 @@ def test_racing_workers_record_each_submission_once(ledger_store: LedgerStore) -
     assert one.duplicates + two.duplicates == 4
     recorded = by_submission(ledger_store)
     assert set(recorded) == set(ids) and all(len(entries) == 1 for entries in recorded.values())
-    check_chains(ledger_store)
+    assert chain_problems(migrated_database_url) == []
 
 
 def _entry(text: str) -> EntryDraft:
     return EntryDraft("reasoning.verified", {"status": "valid", "note": text})
 
 
-def test_append_to_stream_is_compare_and_append_on_the_chain_head(ledger_store: LedgerStore) -> None:
+def test_append_to_stream_is_compare_and_append_on_the_chain_head(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
     submission_id = submit(ledger_store, AT_OR_ABOVE, event_id="cas", verify=True)
     record = ledger_store.get_submission(submission_id)
     assert record is not None
@@ -157,7 +162,7 @@ def test_append_to_stream_is_compare_and_append_on_the_chain_head(ledger_store: 
             expected_stream_seq=head + 1,
             engine_version=ENGINE_VERSION,
         )
-    check_chains(ledger_store)
+    assert chain_problems(migrated_database_url) == []
 
 
 def test_missing_api_key_is_recorded_fail_closed_and_replays_from_the_store(

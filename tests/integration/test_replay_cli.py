@@ -9,7 +9,8 @@ import pytest
 
 from ledger.replay.source import parse_since
 from ledger.store.hashing import canonical_text
-from tests.helpers.replay import build_ledger, ledger, ledger_json, query, tamper
+from tests.helpers.database import query, rewrite_step, tamper
+from tests.helpers.replay import build_ledger, ledger, ledger_json
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +39,7 @@ def rewrite_step_action(url: str, submission_id: str, step_index: int) -> tuple[
     step = json.loads(text)
     old = step["action"]
     step["action"] = f"{old}_tampered"
-    tamper(
-        url,
-        "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s WHERE submission_id = %(s)s AND step_index = %(i)s",
-        {"t": canonical_text(step), "s": submission_id, "i": step_index},
-    )
+    rewrite_step(url, submission_id, step_index, canonical_text(step))
     return old, step["action"]
 
 

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from ledger.store.hashing import canonical_text
-from tests.helpers.replay import build_ledger, ledger_json, query, tamper
+from tests.helpers.database import query, tamper
+from tests.helpers.replay import build_ledger, ledger_json
 
 pytestmark = pytest.mark.integration
 

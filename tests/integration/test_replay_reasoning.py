@@ -10,13 +10,13 @@ import pytest
 from engine.reasoning import ReasoningVerifier, build_providers_from_env
 from engine.version import ENGINE_VERSION
 from ledger.connect import create_ledger_engine
-from ledger.reasoning.stage import derive_request, result_payload
+from ledger.reasoning.stage import derive_request, result_entry
 from ledger.replay import reasoning as replay_reasoning
 from ledger.replay.runner import run_replay
 from ledger.replay.source import ReplaySelection
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.records import EntryDraft
-from tests.helpers.replay import build_ledger, ledger_json, query, tamper
+from tests.helpers.database import query, tamper
+from tests.helpers.replay import build_ledger, ledger_json
 from tests.stubs.llm_servers import LLMStubServer, RecordedRequest, is_formula_request
 from tests.stubs.providers import ScriptedProvider
 
@@ -59,11 +59,11 @@ def record_reasoning(url: str, submission_id: str, providers: list[Any] | None =
     verifier = ReasoningVerifier(providers, enable_cache=False)
     result = verifier.verify_reasoning(request.query or "", request.task())
     assert result.exchanges, "the verifier recorded no exchange"
-    payload = result_payload(request, result, attempt=1, audit_entry_hash=audit_hash)
+    entry = result_entry(request, result, attempt=1, audit_entry_hash=audit_hash)
     with LedgerStore(url) as store:
         appended = store.append_to_stream(
             submission_id,
-            [EntryDraft("reasoning.verified", payload)],
+            [entry],
             expected_stream_seq=head,
             engine_version=ENGINE_VERSION,
         )

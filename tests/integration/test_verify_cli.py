@@ -14,7 +14,8 @@ import pytest
 
 from engine.sentinel import Challenge
 from ledger.store.hashing import canonical_text, entry_hash, text_sha256
-from tests.helpers.replay import build_ledger, ledger, ledger_json, problems, query, tamper
+from tests.helpers.database import query, rewrite_step, tamper
+from tests.helpers.replay import build_ledger, ledger, ledger_json, problems
 
 pytestmark = pytest.mark.integration
 
@@ -91,11 +92,7 @@ def test_a_rewritten_canonical_step_is_named_by_submission_step_and_leaf_with_a_
     target, index = stored[3].submission_id, 2
     row = step(url, target, index)
     new_text = altered_step_text(str(row["text"]))
-    tamper(
-        url,
-        "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s WHERE submission_id = %(s)s AND step_index = %(i)s",
-        {"t": new_text, "s": target, "i": index},
-    )
+    rewrite_step(url, target, index, new_text)
 
     code, report = ledger_json(url, "verify", "--no-translog")
 
@@ -112,12 +109,7 @@ def test_a_step_rewritten_with_a_matching_step_hash_is_caught_by_its_committed_e
     target, index = stored[1].submission_id, 0
     row = step(url, target, index)
     new_text = altered_step_text(str(row["text"]))
-    tamper(
-        url,
-        "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s, step_hash = %(h)s "
-        "WHERE submission_id = %(s)s AND step_index = %(i)s",
-        {"t": new_text, "h": text_sha256(new_text), "s": target, "i": index},
-    )
+    rewrite_step(url, target, index, new_text, step_hash=text_sha256(new_text))
 
     code, report = ledger_json(url, "verify", "--no-translog")
     replay_code, replayed = ledger_json(url, "replay", "--submission", target)
@@ -259,11 +251,7 @@ def test_worker_processes_report_the_same_problems_as_inline_verify(migrated_dat
     stored = build_ledger(url, limit=12)
     for item in (stored[2], stored[9]):
         row = step(url, item.submission_id, 1)
-        tamper(
-            url,
-            "UPDATE ledger_store.trace_steps SET canonical_step = %(t)s WHERE submission_id = %(s)s AND step_index = 1",
-            {"t": altered_step_text(str(row["text"])), "s": item.submission_id},
-        )
+        rewrite_step(url, item.submission_id, 1, altered_step_text(str(row["text"])))
 
     inline_code, inline = ledger_json(url, "verify", "--no-translog", "--jobs", "1")
     workers_code, workers = ledger_json(url, "verify", "--no-translog", "--jobs", "2")

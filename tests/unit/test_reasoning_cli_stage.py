@@ -20,9 +20,9 @@ from engine.reasoning import (
 from ledger.reasoning.stage import (
     derive_request,
     format_operand,
-    not_applicable_payload,
+    not_applicable_entry,
     replay_reasoning_entry,
-    result_payload,
+    result_entry,
     status_of,
 )
 from tests.stubs.providers import ScriptedProvider
@@ -82,7 +82,7 @@ def test_without_two_numbers_there_is_no_arithmetic_to_verify(variables: dict[st
     request = derive_request(QUESTION, {"verify_reasoning": True}, variables)
 
     assert not request.applicable and request.reason_code == "no_arithmetic"
-    payload = not_applicable_payload(request, attempt=1, audit_entry_hash=None)
+    payload = not_applicable_entry(request, attempt=1, audit_entry_hash=None).payload
     assert payload["status"] == "not_applicable" and "result" not in payload
 
 
@@ -127,7 +127,7 @@ def _payload(*providers: Provider) -> dict[str, Any]:
     request = derive_request("What is 10 plus 5?", {"reasoning_expression": "10 + 5"}, None)
     verifier = ReasoningVerifier(list(providers), enable_cache=False)
     result = verifier.verify_reasoning(request.query or "", request.task())
-    return result_payload(request, result, attempt=1, audit_entry_hash="0x" + "1" * 64)
+    return result_entry(request, result, attempt=1, audit_entry_hash="0x" + "1" * 64).payload
 
 
 def test_replay_from_the_record_reproduces_the_result_hash_without_calling_anyone() -> None:

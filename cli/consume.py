@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from cli.consume_summary import ConsumeReport
+from cli.exit_status import EXIT_OK, EXIT_USAGE, for_ledger_error
 from cli.options import add_database_url
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
@@ -162,22 +163,23 @@ def run(args: argparse.Namespace) -> int:
     report = ConsumeReport(metrics, config.topic, sys.stderr)
     progress = text and sys.stderr.isatty()
     ran = False
-    status = 1
+    status = EXIT_USAGE
     try:
         with open_writer_store(settings) as store:  # never migrates: `ledger migrate` is the owner's step
             consumer = LedgerConsumer(config, store, audit_envelope, metrics)
             ran = True
             asyncio.run(_serve(consumer, report, progress=progress))
-            status = 0
+            status = EXIT_OK
     except asyncio.CancelledError:
         log.warning("stopped by a second signal; the batch in flight was abandoned and will be re-delivered")
         status = 130
     except SchemaNotReadyError as exc:
         print(f"ledger consume: {exc.message}", file=sys.stderr)
-        status = 2
-    except LedgerError as exc:
+        status = EXIT_USAGE
+    except LedgerError as exc:  # 1: a ledger or source log it cannot trust; 2: no usable database
         log.error("ledger error", extra={"code": exc.code, "error": exc.message})
-    except KafkaError as exc:
+        status = for_ledger_error(exc)
+    except KafkaError as exc:  # an unreachable or failing broker: an environment error (2)
         log.error(
             "broker error", extra={"bootstrap": broker.bootstrap, "error": f"{type(exc).__name__}: {exc}"}
         )

@@ -27,6 +27,7 @@ import logging
 import signal
 import sys
 
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE, for_ledger_error
 from cli.options import add_database_url
 from devstack.database import open_database
 from engine.reasoning import ProviderConfigError, ReasoningResult, ReasoningTask, ReasoningVerifier
@@ -41,7 +42,6 @@ from ledger.store.ledger_store import LedgerStore
 __all__ = ["DEFAULT_PROVIDERS", "register", "render_text", "run_reason", "run_worker"]
 
 DEFAULT_PROVIDERS = "anthropic,openai"
-EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def run_reason(args: argparse.Namespace) -> int:
     finally:
         verifier.close()
     print(result.canonical_json() if args.format == "json" else render_text(result))
-    return EXIT_VALID if result.is_valid else EXIT_INVALID
+    return EXIT_OK if result.is_valid else EXIT_FAILED
 
 
 async def _serve(worker: ReasoningWorker, once: bool, poll_interval: float) -> int:
@@ -198,9 +198,9 @@ def run_worker(args: argparse.Namespace) -> int:
                 return asyncio.run(_serve(worker, args.once, args.poll_interval))
     except SchemaNotReadyError as exc:
         print(f"ledger reason-worker: {exc.message}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except LedgerError as exc:
         print(f"ledger reason-worker: {exc}", file=sys.stderr)
-        return 1
+        return for_ledger_error(exc)
     finally:
         verifier.close()

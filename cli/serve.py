@@ -8,6 +8,7 @@ import os
 import sys
 
 from api.binding import TOKEN_ENV, AccessError, check_bind
+from cli.exit_status import EXIT_USAGE
 
 __all__ = ["register", "run_serve"]
 
@@ -26,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _error(message: object) -> int:
+    """Every refusal of ``serve`` is a usage or environment error (address, token, extra, database)."""
     print(f"ledger serve: {message}", file=sys.stderr)
-    return 1
+    return EXIT_USAGE
 
 
 def run_serve(args: argparse.Namespace) -> int:

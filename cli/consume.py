@@ -15,7 +15,7 @@ from aiokafka.errors import KafkaError
 
 from cli.consume_summary import ConsumeReport
 from cli.exit_status import EXIT_OK, EXIT_USAGE, for_ledger_error
-from cli.options import add_database_url
+from cli.options import add_database_url, add_logging
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
 from consumers.metrics import ConsumerMetrics
@@ -74,17 +74,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--partitions", type=int, default=4, help="partitions for --create-topics (default 4)"
     )
-    parser.add_argument(
-        "--log-level", default="info", help="log level: debug, info, warning or error (default info)"
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=("auto", "json", "text"),
-        default="auto",
-        help=(
-            "json: one JSON log line per event; text: warnings and errors as plain lines, progress "
-            "and a closing summary; auto (default): text when stderr is a terminal, else json"
-        ),
+    add_logging(
+        parser,
+        text_help="a progress line, a closing summary, and warnings and errors as plain lines "
+        "(info records too with --log-level debug)",
     )
     parser.set_defaults(handler=run)
 
@@ -129,8 +122,9 @@ async def _serve(consumer: LedgerConsumer, report: ConsumeReport, *, progress: b
 
 def run(args: argparse.Namespace) -> int:
     """Resolve broker and database, then consume until stopped or idle."""
-    text = args.log_format == "text" or (args.log_format == "auto" and sys.stderr.isatty())
-    configure_logging(args.log_level, log_format="text" if text else "json")
+    text = configure_logging(args.log_level, log_format=args.log_format) == "text"
+    if text and args.log_level == "info":  # the progress line and the summary stand for info records
+        logging.getLogger().setLevel(logging.WARNING)
     settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
     broker = resolve_broker(settings)
     assert broker is not None

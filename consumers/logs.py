@@ -1,5 +1,8 @@
 """Logs on stderr: one JSON object per line (``python-json-logger``), or plain text for a terminal.
 
+The one logging setup of every ``ledger`` command that logs: :func:`configure_logging`, with
+``log_format`` "auto" (text when stderr is a terminal, else JSON), "json" or "text".
+
 Fields: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``event`` (the message), then every key
 passed through ``extra=`` (for example ``topic``, ``partition``, ``offset``, ``reason``), and
 ``exc`` with the traceback text when one is attached.
@@ -16,7 +19,10 @@ from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
-__all__ = ["JsonLineFormatter", "TextLineFormatter", "configure_logging"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonLineFormatter", "TextLineFormatter", "configure_logging"]
+
+LOG_FORMATS = ("auto", "json", "text")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class JsonLineFormatter(JsonFormatter):
@@ -67,20 +73,18 @@ class TextLineFormatter(logging.Formatter):
         return self._prefix + text
 
 
-def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_format: str = "json") -> None:
-    """Send every logger's records to ``stream`` (stderr) as JSON lines, or as plain text lines.
+def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_format: str = "auto") -> str:
+    """Send every logger's records at ``level`` and above to ``stream`` (stderr); return "json" or "text".
 
-    ``log_format="text"`` shows warnings and errors only at the default ``info`` level (a
-    terminal gets a summary instead of the info stream). aiokafka's and Alembic's chatter is quieted.
+    ``log_format``: "json" lines, "text" lines, or "auto": text when the stream is a terminal,
+    else JSON. aiokafka's and Alembic's chatter is quieted below ``debug``.
     """
     target = stream or sys.stderr
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    text = log_format == "text" or (log_format == "auto" and target.isatty())
     handler = logging.StreamHandler(target)
-    if log_format == "text":
-        handler.setFormatter(TextLineFormatter(clear_line=target.isatty()))
-        if level.lower() == "info":
-            handler.setLevel(logging.WARNING)
-    else:
-        handler.setFormatter(JsonLineFormatter())
+    handler.setFormatter(TextLineFormatter(clear_line=target.isatty()) if text else JsonLineFormatter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)
@@ -89,3 +93,4 @@ def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_
     if root.level > logging.DEBUG:
         logging.getLogger("aiokafka").setLevel(max(root.level, logging.WARNING))
         logging.getLogger("alembic").setLevel(max(root.level, logging.WARNING))
+    return "text" if text else "json"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cli.commands import command_names
+from cli.progress import StepProgress
 from consumers.publisher import SentRecord
 from devstack.demo import (
     DLQ_TOPIC,
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo and print its report."""
     require_embedded_extra()
     try:
-        result = run_demo(get_settings(), offered=command_names(), corpus_dir=args.corpus)
+        progress = StepProgress(prefix="ledger demo")
+        result = run_demo(get_settings(), offered=command_names(), progress=progress, corpus_dir=args.corpus)
     except EmbeddedExtraMissing:
         raise  # cli.main.run prints the one line naming the extra
     except DemoError as exc:

@@ -10,8 +10,9 @@ from typing import Any
 
 from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from cli.options import add_format
+from cli.progress import StepProgress
 from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
-from devstack.stack import LocalStack, Progress, StackInfo, corpus_hint
+from devstack.stack import LocalStack, StackInfo, corpus_hint
 from ledger.settings import get_settings
 
 __all__ = ["register"]
@@ -88,7 +89,7 @@ def run_up(args: argparse.Namespace) -> int:
     require_embedded_extra()
     stack = LocalStack(get_settings())
     try:
-        info = stack.up(Progress(prefix="ledger up"))
+        info = stack.up(StepProgress(prefix="ledger up"))
     except EmbeddedExtraMissing:
         raise  # cli.main.run prints the one line naming the extra
     except (EmbeddedServiceError, OSError) as exc:  # e.g. a state dir that cannot be created

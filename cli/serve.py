@@ -65,15 +65,20 @@ def run_serve(args: argparse.Namespace) -> int:
                     f"{', bearer token required' if token else ', loopback only'})",
                     file=sys.stderr,
                 )
-                # log_config=None: uvicorn's records go through the handler configure_logging set
-                uvicorn.run(
-                    app,
-                    host=args.host,
-                    port=args.port,
-                    log_config=None,
-                    log_level=args.log_level,
-                    server_header=False,
-                )
+                try:
+                    # log_config=None: uvicorn's records go through the handler configure_logging set
+                    uvicorn.run(
+                        app,
+                        host=args.host,
+                        port=args.port,
+                        log_config=None,
+                        log_level=args.log_level,
+                        server_header=False,
+                    )
+                except SystemExit as exc:  # uvicorn exits (status 3) when it cannot bind or start
+                    if exc.code in (0, None):
+                        raise
+                    return _error(f"could not serve on {args.host}:{args.port} (the log above says why)")
             finally:
                 engine.dispose()
     except (ReaderSetupError, DatabaseUnavailable, LedgerError) as exc:

@@ -17,12 +17,14 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 __all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonLineFormatter", "TextLineFormatter", "configure_logging"]
 
 LOG_FORMATS = ("auto", "json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+NOT_FIELDS = frozenset({"color_message"})  # uvicorn's ANSI-coloured copy of the message
 
 
 class JsonLineFormatter(JsonFormatter):
@@ -36,6 +38,7 @@ class JsonLineFormatter(JsonFormatter):
             json_serializer=functools.partial(json.dumps, separators=(",", ":")),
             json_default=str,
             json_ensure_ascii=False,
+            reserved_attrs=[*RESERVED_ATTRS, *NOT_FIELDS],
         )
 
     def add_fields(
@@ -54,7 +57,7 @@ class JsonLineFormatter(JsonFormatter):
 class TextLineFormatter(logging.Formatter):
     """One plain line per record for a person at a terminal: ``level: event (key=value, ...)``."""
 
-    _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+    _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"} | NOT_FIELDS
 
     def __init__(self, clear_line: bool = False) -> None:
         """``clear_line``: start each line by erasing a progress line drawn with ``\\r``."""

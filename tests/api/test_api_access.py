@@ -70,6 +70,25 @@ def test_loopback_detection() -> None:
     check_bind("0.0.0.0", "a-long-enough-token-value")
 
 
+def test_a_port_already_served_is_an_environment_error_in_one_line(served: ServedLedger) -> None:
+    port = served.base_url.rsplit(":", 1)[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LEDGER_DATABASE_URL": served.database_url}
+    env.pop("LEDGER_API_TOKEN", None)
+    second = subprocess.run(
+        [sys.executable, "-m", "cli", "serve", "--port", port, "--log-format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 2, second.stderr  # uvicorn's own status for it would be 3
+    assert (
+        second.stderr.splitlines()[-1]
+        == f"ledger serve: could not serve on 127.0.0.1:{port} (the log above says why)"
+    )
+    assert '"color_message"' not in second.stderr and "address already in use" in second.stderr
+
+
 def test_requests_without_the_right_token_get_401_problems(served: ServedLedger) -> None:
     for token in (None, "wrong-token-wrong-token"):
         with served.client(token=token) as client:

@@ -8,7 +8,10 @@ database or broker reachable, a schema behind its code, no embedded service to m
 
 from __future__ import annotations
 
-from ledger.errors import LedgerError, LedgerPermissionError, LedgerUnavailableError, SchemaNotReadyError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # `ledger --help` imports this module and must not import the ledger package
+    from ledger.errors import LedgerError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "for_ledger_error"]
 
@@ -16,10 +19,11 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the thing checked failed
 EXIT_USAGE = 2  # usage or environment error: the check could not run
 
-# the ledger errors that say the command could not run, not that the ledger failed a check
-_ENVIRONMENT_ERRORS = (LedgerUnavailableError, SchemaNotReadyError, LedgerPermissionError)
-
 
 def for_ledger_error(exc: LedgerError) -> int:
     """2 when the database cannot be reached, used or trusted to be current; 1 for anything it refused."""
-    return EXIT_USAGE if isinstance(exc, _ENVIRONMENT_ERRORS) else EXIT_FAILED
+    from ledger.errors import LedgerPermissionError, LedgerUnavailableError, SchemaNotReadyError
+
+    # the ledger errors that say the command could not run, not that the ledger failed a check
+    environment = (LedgerUnavailableError, SchemaNotReadyError, LedgerPermissionError)
+    return EXIT_USAGE if isinstance(exc, environment) else EXIT_FAILED

@@ -5,7 +5,9 @@ each command can meet with no service at all (a closed port, nothing running, no
 or unwritable file) and the checked failures that need no service. The checked failures that need
 a ledger are asserted where the ledger is built: tampering (``verify-log``, ``prove``) in
 tests/integration/test_translog_tamper.py, an untrusted source log (``consume``) in
-tests/integration/test_consumer_source_undecided.py, divergences in the replay and verify tests.
+tests/integration/test_consumer_source_undecided.py, divergences in the replay and verify tests;
+a broker down with the ledger up (``consume``) in tests/integration/test_cli_exit_status_with_a_ledger.py,
+a port already served (``serve``) in tests/api/test_api_access.py.
 """
 
 from __future__ import annotations

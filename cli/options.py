@@ -27,6 +27,7 @@ def add_logging(parser: argparse.ArgumentParser, text_help: str = "plain lines")
 
     parser.add_argument(
         "--log-level",
+        type=str.lower,  # INFO works as well as info
         choices=LOG_LEVELS,
         default="info",
         help="the least severe records shown (default info)",

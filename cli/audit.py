@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cli.exit_status import EXIT_FAILED, EXIT_USAGE
 from engine.auditor import audit_report
 from engine.canonical import CanonicalizationError
 from engine.envelope import DecodedEnvelope, EnvelopeError
@@ -30,9 +31,6 @@ from engine.envelope_inputs import decode_submission
 from ledger.settings import get_settings
 
 __all__ = ["load_submission", "register", "render_json", "render_text", "run"]
-
-EXIT_INVALID_INPUT = 1  # the thing checked failed: the input is no valid bundle
-EXIT_UNREADABLE = 2  # usage or environment: the file cannot be read
 
 
 class InputError(Exception):
@@ -180,20 +178,20 @@ def run(args: argparse.Namespace) -> int:
         report = audit_report(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
     except UnreadableInput as exc:
         print(f"ledger audit: {exc.problems[0][1]}", file=sys.stderr)
-        return EXIT_UNREADABLE
+        return EXIT_USAGE  # the file cannot be read
     except InputError as exc:
         print(f"ledger audit: invalid input {args.input}:", file=sys.stderr)
         for path, message in exc.problems:
             print(f"  {path}: {message}", file=sys.stderr)
-        return EXIT_INVALID_INPUT
+        return EXIT_FAILED
     except EnvelopeError as exc:  # the consumer would dead-letter it with this reason code
         print(f"ledger audit: invalid input {args.input}: {exc.reason.value}", file=sys.stderr)
         for path, message in exc.problems:
             print(f"  {path}: {message}", file=sys.stderr)
-        return EXIT_INVALID_INPUT
+        return EXIT_FAILED
     except CanonicalizationError as exc:
         print(f"ledger audit: input cannot be canonicalised: {exc.reason} at {exc.path}", file=sys.stderr)
-        return EXIT_INVALID_INPUT
+        return EXIT_FAILED
     output = render_json(report) if args.format == "json" else render_text(report)
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:

@@ -14,7 +14,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from cli.consume_summary import ConsumeReport
-from cli.options import add_database_url
+from cli.exit_status import EXIT_OK, EXIT_USAGE, for_ledger_error
+from cli.options import add_database_url, add_logging
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.logs import configure_logging
 from consumers.metrics import ConsumerMetrics
@@ -73,17 +74,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--partitions", type=int, default=4, help="partitions for --create-topics (default 4)"
     )
-    parser.add_argument(
-        "--log-level", default="info", help="log level: debug, info, warning or error (default info)"
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=("auto", "json", "text"),
-        default="auto",
-        help=(
-            "json: one JSON log line per event; text: warnings and errors as plain lines, progress "
-            "and a closing summary; auto (default): text when stderr is a terminal, else json"
-        ),
+    add_logging(
+        parser,
+        text_help="a progress line, a closing summary, and warnings and errors as plain lines "
+        "(info records too with --log-level debug)",
     )
     parser.set_defaults(handler=run)
 
@@ -128,8 +122,9 @@ async def _serve(consumer: LedgerConsumer, report: ConsumeReport, *, progress: b
 
 def run(args: argparse.Namespace) -> int:
     """Resolve broker and database, then consume until stopped or idle."""
-    text = args.log_format == "text" or (args.log_format == "auto" and sys.stderr.isatty())
-    configure_logging(args.log_level, log_format="text" if text else "json")
+    text = configure_logging(args.log_level, log_format=args.log_format) == "text"
+    if text and args.log_level == "info":  # the progress line and the summary stand for info records
+        logging.getLogger().setLevel(logging.WARNING)
     settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
     broker = resolve_broker(settings)
     assert broker is not None
@@ -162,22 +157,23 @@ def run(args: argparse.Namespace) -> int:
     report = ConsumeReport(metrics, config.topic, sys.stderr)
     progress = text and sys.stderr.isatty()
     ran = False
-    status = 1
+    status = EXIT_USAGE
     try:
         with open_writer_store(settings) as store:  # never migrates: `ledger migrate` is the owner's step
             consumer = LedgerConsumer(config, store, audit_envelope, metrics)
             ran = True
             asyncio.run(_serve(consumer, report, progress=progress))
-            status = 0
+            status = EXIT_OK
     except asyncio.CancelledError:
         log.warning("stopped by a second signal; the batch in flight was abandoned and will be re-delivered")
         status = 130
     except SchemaNotReadyError as exc:
         print(f"ledger consume: {exc.message}", file=sys.stderr)
-        status = 2
-    except LedgerError as exc:
+        status = EXIT_USAGE
+    except LedgerError as exc:  # 1: a ledger or source log it cannot trust; 2: no usable database
         log.error("ledger error", extra={"code": exc.code, "error": exc.message})
-    except KafkaError as exc:
+        status = for_ledger_error(exc)
+    except KafkaError as exc:  # an unreachable or failing broker: an environment error (2)
         log.error(
             "broker error", extra={"bootstrap": broker.bootstrap, "error": f"{type(exc).__name__}: {exc}"}
         )

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from prometheus_client.metrics import MetricWrapperBase
 
+from cli.progress import LiveLine
 from consumers.metrics import ConsumerMetrics
 
 __all__ = ["ConsumeReport", "Totals"]
@@ -93,11 +94,14 @@ class ConsumeReport:
         )
 
     async def draw_progress(self, interval: float = 0.25) -> None:
-        """Redraw the progress line in place (``\\r``) every ``interval`` seconds until cancelled."""
-        while True:
-            self.stream.write("\r\x1b[K" + self.progress_line())
-            self.stream.flush()
-            await asyncio.sleep(interval)
+        """Redraw the progress line in place every ``interval`` seconds until cancelled, then erase it."""
+        line = LiveLine(self.stream)
+        try:
+            while True:
+                line.update(self.progress_line())
+                await asyncio.sleep(interval)
+        finally:
+            line.stop()
 
     async def watch_lag(self, interval: float = 0.25) -> None:
         """Only remember the lag (no drawing) until cancelled, for the summary."""

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cli.commands import command_names
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.progress import StepProgress
 from consumers.publisher import SentRecord
 from devstack.demo import (
     DLQ_TOPIC,
@@ -28,9 +30,6 @@ from ledger.settings import get_settings
 
 __all__ = ["print_report", "register"]
 
-EXIT_CHECKS_FAILED = 1
-EXIT_COULD_NOT_RUN = 2
-
 
 def register(subparsers: Any) -> None:
     """Add ``demo`` to the ``ledger`` command line."""
@@ -41,8 +40,8 @@ def register(subparsers: Any) -> None:
             "corpus (bundles plus poison records), consumes it, prints verdicts, conflicts, rejections "
             "and step counts, runs `ledger replay --all` and `ledger verify`, then stops everything. "
             "Ignores LEDGER_DATABASE_URL / LEDGER_KAFKA_BOOTSTRAP: it never touches configured services. "
-            f"Exit status 0 when every check passed, {EXIT_CHECKS_FAILED} when one failed, "
-            f"{EXIT_COULD_NOT_RUN} when the demo could not run."
+            f"Exit status 0 when every check passed, {EXIT_FAILED} when one failed, "
+            f"{EXIT_USAGE} when the demo could not run."
         ),
     )
     parser.add_argument(
@@ -58,17 +57,18 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo and print its report."""
     require_embedded_extra()
     try:
-        result = run_demo(get_settings(), offered=command_names(), corpus_dir=args.corpus)
+        progress = StepProgress(prefix="ledger demo")
+        result = run_demo(get_settings(), offered=command_names(), progress=progress, corpus_dir=args.corpus)
     except EmbeddedExtraMissing:
         raise  # cli.main.run prints the one line naming the extra
     except DemoError as exc:
         print(f"ledger demo: {exc}", file=sys.stderr)
-        return EXIT_COULD_NOT_RUN
+        return EXIT_USAGE
     except EmbeddedServiceError as exc:
         print(f"ledger demo: an embedded service failed: {exc}", file=sys.stderr)
-        return EXIT_COULD_NOT_RUN
+        return EXIT_USAGE
     print_report(sys.stdout, result)
-    return 0 if result.passed else EXIT_CHECKS_FAILED
+    return EXIT_OK if result.passed else EXIT_FAILED
 
 
 def _tail(text: str, lines: int = 14) -> list[str]:

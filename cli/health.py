@@ -12,6 +12,7 @@ from sqlalchemy.engine import make_url
 
 from cli.options import add_database_url, add_format
 from consumers.lag import PartitionLag, broker_source_identity, partition_lag
+from consumers.logs import configure_logging
 from devstack.services import open_store, resolve_broker, settings_with
 from ledger.store.source_log import Incarnation, SourceIdentity
 
@@ -112,6 +113,7 @@ def _check_broker(
 
 def run(args: argparse.Namespace) -> int:
     """Check both services; print a report; exit 0 only when both are reachable."""
+    configure_logging("warning")  # the report says what failed; library records only for real problems
     settings = settings_with(bootstrap=args.bootstrap, database_url=args.database_url)
     update = {key: value for key, value in (("topic", args.topic), ("group_id", args.group)) if value}
     settings = settings.model_copy(update=update) if update else settings

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from cli.commands import find
+from cli.exit_status import EXIT_USAGE
 from cli.parser import build_parser
 from devstack.extra import EmbeddedExtraMissing
 
-EXIT_MISSING_EXTRA = 2  # the command needs an optional extra that is not installed
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
 
 
@@ -25,12 +25,12 @@ def run(argv: Sequence[str]) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return int(handler(args))
     except EmbeddedExtraMissing as exc:  # one line naming the extra, not a traceback
         print(f"ledger {args.command} {exc}", file=sys.stderr)
-        return EXIT_MISSING_EXTRA
+        return EXIT_USAGE  # the command needs an optional extra that is not installed
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

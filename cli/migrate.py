@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cli.exit_status import EXIT_USAGE
 from cli.options import add_database_url
 from devstack.database import open_database
 from ledger.errors import LedgerError
@@ -45,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
             where = engine.url.render_as_string(hide_password=True)
     except LedgerError as exc:
         print(f"ledger migrate: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE  # no database, or one this login cannot migrate
     print(f"{where}: {before or 'empty'} -> {after or 'empty'} (head {head_revision()})")
     return 0

@@ -17,8 +17,10 @@ EPILOG_TAIL = (
     "Query the ledger with SQL: the views live in schema ledger (`ledger up` prints the psql line).\n"
     "Run `ledger COMMAND --help` for the options of one command.\n\n"
     "Exit status: 0 ok; 1 the thing checked failed (a divergence, tampering, invalid input, a ledger\n"
-    "or source log that cannot be trusted); 2 a usage or environment error (bad options, an unreadable\n"
-    "file, a missing extra, no ledger database or a schema behind its code)."
+    "or source log that cannot be trusted; for health and status, a service down); 2 a usage or\n"
+    "environment error (bad options, a missing or unreadable file, a missing extra, no signing key,\n"
+    "no ledger database or broker reachable, a schema behind its code). 130: interrupted; 141: the\n"
+    "output pipe closed."
 )
 
 

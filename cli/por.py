@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from cli.options import add_database_url, add_format
 from engine.por_pack import PackReport
 from ledger.por_files import PackReadError, verify_pack_path
 
 __all__ = ["printable", "register", "render_json", "render_text", "run"]
-
-EXIT_OK, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     render = render_json if args.format == "json" else render_text
     print(printable(render(reports, unreadable)))
     if unreadable:
-        return EXIT_UNREADABLE
+        return EXIT_USAGE
     return EXIT_OK if all(report.status == "ok" for report in reports) else EXIT_FAILED
 
 
@@ -160,7 +159,7 @@ def run_replay(args: argparse.Namespace) -> int:
                     )
     except (LedgerError, psycopg.Error, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
         print(f"ledger replay-por: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+        return EXIT_USAGE
     print(
         json.dumps(counts, sort_keys=True)
         if args.format == "json"

@@ -8,6 +8,9 @@ import json
 import sys
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from cli.options import add_format
 from consumers.logs import configure_logging
 from consumers.publisher import EnvelopePublisher, PreparedRecord, prepare_file
@@ -54,11 +57,13 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _prepare(args: argparse.Namespace, max_bytes: int) -> tuple[list[PreparedRecord], list[list[str]]]:
-    """The prepared records, and for each invalid file its lines: the file and reason, then every
-    problem with its JSON path (a schema violation often has several; all are listed)."""
+def _prepare(args: argparse.Namespace, max_bytes: int) -> tuple[list[PreparedRecord], list[list[str]], int]:
+    """The prepared records; for each invalid or unreadable file its lines: the file and reason, then
+    every problem with its JSON path (a schema violation often has several; all are listed); and how
+    many of those files could not be read at all."""
     records: list[PreparedRecord] = []
     errors: list[list[str]] = []
+    unreadable = 0
     for path in args.files:
         try:
             records.append(
@@ -76,24 +81,25 @@ def _prepare(args: argparse.Namespace, max_bytes: int) -> tuple[list[PreparedRec
             )
         except OSError as exc:
             errors.append([f"{path}: {exc.strerror or exc}"])
-    return records, errors
+            unreadable += 1
+    return records, errors, unreadable
 
 
 def run(args: argparse.Namespace) -> int:
     """Validate every file, then send them all; nothing is sent if any file is invalid."""
     if args.event_id and len(args.files) != 1:
         print("--event-id needs exactly one FILE", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     configure_logging("warning")
     settings = settings_with(bootstrap=args.bootstrap)
-    records, errors = _prepare(args, settings.max_message_bytes)
+    records, errors, unreadable = _prepare(args, settings.max_message_bytes)
     if errors:
         for lines in errors:
             print(f"invalid: {lines[0]}", file=sys.stderr)
             for line in lines[1:]:
                 print(line, file=sys.stderr)
         print(f"nothing sent: {len(errors)} of {len(args.files)} file(s) invalid", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if unreadable else EXIT_FAILED  # a file that cannot be read is not checked
     broker = resolve_broker(settings)
     assert broker is not None
     topic = args.topic or settings.topic
@@ -106,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
         ) as publisher:
             return await publisher.publish_many(records, extra_headers=args.header)
 
-    sent = asyncio.run(send())
+    try:
+        sent = asyncio.run(send())
+    except KafkaError as exc:  # an unreachable or refusing broker: the command could not run
+        print(f"ledger publish: broker {broker.bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     for item in sent:
         summary = item.summary()
         if args.format == "json":
@@ -117,4 +127,4 @@ def run(args: argparse.Namespace) -> int:
                 f"sent {summary['source']} -> {summary['topic']}[{summary['partition']}]@{summary['offset']} "
                 f"key={summary['key']} bundle={summary['bundle_id']} ({what}, {summary['bytes']} bytes)"
             )
-    return 0
+    return EXIT_OK

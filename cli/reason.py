@@ -27,7 +27,9 @@ import logging
 import signal
 import sys
 
-from cli.options import add_database_url
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE, for_ledger_error
+from cli.options import add_database_url, add_logging
+from consumers.logs import configure_logging
 from devstack.database import open_database
 from engine.reasoning import ProviderConfigError, ReasoningResult, ReasoningTask, ReasoningVerifier
 from engine.reasoning.env import build_providers_from_env
@@ -41,7 +43,6 @@ from ledger.store.ledger_store import LedgerStore
 __all__ = ["DEFAULT_PROVIDERS", "register", "render_text", "run_reason", "run_worker"]
 
 DEFAULT_PROVIDERS = "anthropic,openai"
-EXIT_VALID, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     common.add_argument("--timeout", type=_non_negative, default=30.0, help="seconds per provider call")
     common.add_argument("--no-cache", action="store_true", help="do not use the result cache")
+    add_logging(common, text_help="one plain line per record")
     reason = subparsers.add_parser(
         "reason",
         parents=[common],
@@ -135,6 +137,7 @@ def render_text(result: ReasoningResult) -> str:
 
 def run_reason(args: argparse.Namespace) -> int:
     """Verify once; print; exit 0 valid, 1 invalid, 2 usage error."""
+    configure_logging(args.log_level, log_format=args.log_format)
     try:
         verifier = _verifier(args, get_settings())
     except (ProviderConfigError, ValueError) as exc:
@@ -151,7 +154,7 @@ def run_reason(args: argparse.Namespace) -> int:
     finally:
         verifier.close()
     print(result.canonical_json() if args.format == "json" else render_text(result))
-    return EXIT_VALID if result.is_valid else EXIT_INVALID
+    return EXIT_OK if result.is_valid else EXIT_FAILED
 
 
 async def _serve(worker: ReasoningWorker, once: bool, poll_interval: float) -> int:
@@ -171,8 +174,7 @@ async def _serve(worker: ReasoningWorker, once: bool, poll_interval: float) -> i
 
 def run_worker(args: argparse.Namespace) -> int:
     """Run the reasoning stage until stopped (or one pass with ``--once``)."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, log_format=args.log_format)
     settings = get_settings()
     if args.database_url:
         settings = settings.model_copy(update={"database_url": args.database_url})
@@ -198,9 +200,9 @@ def run_worker(args: argparse.Namespace) -> int:
                 return asyncio.run(_serve(worker, args.once, args.poll_interval))
     except SchemaNotReadyError as exc:
         print(f"ledger reason-worker: {exc.message}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except LedgerError as exc:
         print(f"ledger reason-worker: {exc}", file=sys.stderr)
-        return 1
+        return for_ledger_error(exc)
     finally:
         verifier.close()

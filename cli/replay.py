@@ -14,56 +14,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
 
 import psycopg
 import sqlalchemy.exc
 from sqlalchemy import Engine
 
 from cli.options import add_database_url
+from cli.progress import CountProgress
 from devstack.extra import EmbeddedExtraMissing
 from ledger.errors import LedgerError
 
-__all__ = ["ProgressBar", "register"]
-
-
-class ProgressBar:
-    """A one-line text bar on a stream, redrawn at most every ``interval`` seconds."""
-
-    def __init__(self, label: str, stream: TextIO, *, enabled: bool, interval: float = 0.2) -> None:
-        """Draw nothing unless ``enabled``."""
-        import time
-
-        self.label, self.stream, self.enabled, self.interval = label, stream, enabled, interval
-        self._clock = time.monotonic
-        self._started = self._clock()
-        self._last = 0.0
-        self._drawn = False
-
-    def __call__(self, done: int, total: int, steps: int, steps_total: int) -> None:
-        """Update with ``done`` of ``total`` submissions and ``steps`` steps so far."""
-        now = self._clock()
-        if not self.enabled or (now - self._last < self.interval and done < total):
-            return
-        self._last = now
-        width = 30
-        filled = width if total <= 0 else min(width, width * done // total)
-        elapsed = max(now - self._started, 1e-9)
-        rate = steps / elapsed
-        eta = ""
-        if 0 < done < total:
-            eta = f"  ETA {elapsed * (total - done) / done:,.0f}s"
-        self.stream.write(
-            f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,}  {rate:,.0f} steps/s{eta}  "
-        )
-        self.stream.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        """End the line if anything was drawn."""
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+__all__ = ["register"]
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -138,9 +99,9 @@ def _engine(args: argparse.Namespace) -> Iterator[Engine]:
         yield engine
 
 
-def _bar(args: argparse.Namespace, label: str) -> ProgressBar:
+def _bar(args: argparse.Namespace, label: str) -> CountProgress:
     enabled = not args.no_progress and (args.progress or sys.stderr.isatty())
-    return ProgressBar(label, sys.stderr, enabled=enabled)
+    return CountProgress(label, sys.stderr, enabled=enabled)
 
 
 def _fail(command: str, exc: BaseException) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
 from api.binding import TOKEN_ENV, AccessError, check_bind
+from cli.exit_status import EXIT_USAGE
+from cli.options import add_logging
+from consumers.logs import configure_logging
 
 __all__ = ["register", "run_serve"]
 
@@ -22,12 +24,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)")
+    add_logging(p, text_help="one plain line per record (the access log at --log-level info)")
     p.set_defaults(handler=run_serve)
 
 
 def _error(message: object) -> int:
+    """Every refusal of ``serve`` is a usage or environment error (address, token, extra, database)."""
     print(f"ledger serve: {message}", file=sys.stderr)
-    return 1
+    return EXIT_USAGE
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -49,7 +53,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from ledger.settings import get_settings
 
     settings = get_settings()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, log_format=args.log_format)
     try:
         with open_database(settings, migrate=False) as admin:
             url = admin.url.render_as_string(hide_password=False)
@@ -61,7 +65,20 @@ def run_serve(args: argparse.Namespace) -> int:
                     f"{', bearer token required' if token else ', loopback only'})",
                     file=sys.stderr,
                 )
-                uvicorn.run(app, host=args.host, port=args.port, log_level="info", server_header=False)
+                try:
+                    # log_config=None: uvicorn's records go through the handler configure_logging set
+                    uvicorn.run(
+                        app,
+                        host=args.host,
+                        port=args.port,
+                        log_config=None,
+                        log_level=args.log_level,
+                        server_header=False,
+                    )
+                except SystemExit as exc:  # uvicorn exits (status 3) when it cannot bind or start
+                    if exc.code in (0, None):
+                        raise
+                    return _error(f"could not serve on {args.host}:{args.port} (the log above says why)")
             finally:
                 engine.dispose()
     except (ReaderSetupError, DatabaseUnavailable, LedgerError) as exc:

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from cli.options import add_format
+from cli.progress import StepProgress
 from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, require_embedded_extra
-from devstack.stack import LocalStack, Progress, StackInfo, corpus_hint
+from devstack.stack import LocalStack, StackInfo, corpus_hint
 from ledger.settings import get_settings
 
 __all__ = ["register"]
-
-EXIT_NOT_RUNNING = 3  # `ledger status` when a service is not running (as LSB/systemctl status)
 
 
 def register(subparsers: Any) -> None:
@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "status",
         description=(
-            f"Exit status 0 when every service runs, {EXIT_NOT_RUNNING} otherwise. 'stale' means a state "
+            f"Exit status 0 when every service runs, {EXIT_FAILED} otherwise (what it checks failed). 'stale' means a state "
             "file names a process that is gone (`ledger up` or `ledger down` clears it)."
         ),
     )
@@ -89,12 +89,12 @@ def run_up(args: argparse.Namespace) -> int:
     require_embedded_extra()
     stack = LocalStack(get_settings())
     try:
-        info = stack.up(Progress(prefix="ledger up"))
+        info = stack.up(StepProgress(prefix="ledger up"))
     except EmbeddedExtraMissing:
         raise  # cli.main.run prints the one line naming the extra
-    except EmbeddedServiceError as exc:
+    except (EmbeddedServiceError, OSError) as exc:  # e.g. a state dir that cannot be created
         print(f"ledger up: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     warnings = _override_warnings()
     if args.format == "json":
         report = {
@@ -121,9 +121,9 @@ def run_down(args: argparse.Namespace) -> int:
         stopped, killed = stack.down()
     except EmbeddedExtraMissing:
         raise  # cli.main.run prints the one line naming the extra
-    except EmbeddedServiceError as exc:
+    except (EmbeddedServiceError, OSError) as exc:  # e.g. a state dir that cannot be created
         print(f"ledger down: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     if stopped:
         print(f"stopped {', '.join(stopped)} (state in {stack.state_dir}; database files kept)")
     else:
@@ -158,4 +158,4 @@ def run_status(args: argparse.Namespace) -> int:
             )
         if not all_running:
             print("start them with `ledger up`")
-    return 0 if all_running else EXIT_NOT_RUNNING
+    return EXIT_OK if all_running else EXIT_FAILED

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE, for_ledger_error
 from ledger.translog.audit_command import add_audit_command
 from ledger.translog.keys import SigningKeyError, generate_key_files, load_public_key
 from ledger.translog.note import verifier_key
@@ -104,9 +105,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_audit_command(subparsers)  # also `python -m ledger.translog audit-log`, without the rest
 
 
-def _error(command: str, message: object) -> int:
+def _error(command: str, message: object, status: int = EXIT_USAGE) -> int:
+    """Print ``ledger COMMAND: message`` on stderr; a usage or environment error unless ``status`` says."""
     print(f"ledger {command}: {message}", file=sys.stderr)
-    return 1
+    return status
+
+
+def _status_of(exc: BaseException) -> int:
+    """1 when stored entries, tree or checkpoints do not verify; 2 when the command could not run."""
+    from ledger.errors import LedgerError
+    from ledger.translog.checkpoints import CheckpointDamagedError
+    from ledger.translog.proving import ProofDamagedError
+
+    if isinstance(exc, ProofDamagedError | CheckpointDamagedError):
+        return EXIT_FAILED
+    return for_ledger_error(exc) if isinstance(exc, LedgerError) else EXIT_USAGE
 
 
 def run_keygen(args: argparse.Namespace) -> int:
@@ -151,8 +164,7 @@ def run_checkpoint(args: argparse.Namespace) -> int:
     refusal = check_out_target(args.out, overwrite=args.force) if args.out is not None else None
     if refusal is not None:
         # checked before signing, so a refused --out leaves no new checkpoint behind
-        print(f"ledger checkpoint: {refusal}", file=sys.stderr)
-        return 2
+        return _error("checkpoint", refusal)
     try:
         private_key = load_private_key(Path(key_path))
         with _engine() as engine:
@@ -164,7 +176,7 @@ def run_checkpoint(args: argparse.Namespace) -> int:
             export_to_topic([(stored.origin, stored.note)], args.topic, args.bootstrap)
             print(f"published to topic {args.topic}", file=sys.stderr)
     except (SigningKeyError, CheckpointError, LedgerError, OSError) as exc:
-        return _error("checkpoint", exc)
+        return _error("checkpoint", exc, _status_of(exc))
     print(
         f"checkpoint {stored.checkpoint_id}: tree size {stored.tree_size}, root 0x{stored.root_hash.hex()}",
         file=sys.stderr,
@@ -198,7 +210,7 @@ def run_prove(args: argparse.Namespace) -> int:
             else:
                 document = proving.prove_entries(connection, args.target, args.checkpoint, args.with_payload)
     except (proving.ProofError, LedgerError) as exc:
-        return _error("prove", exc)
+        return _error("prove", exc, _status_of(exc))
     _emit(document, args.out)
     return 0
 
@@ -212,7 +224,7 @@ def run_export(args: argparse.Namespace) -> int:
         with _engine() as engine, engine.connect() as connection:
             summary = proving.export_log(connection, args.out, with_payload=args.with_payload)
     except (proving.ProofError, LedgerError, OSError) as exc:
-        return _error("export-log", exc)
+        return _error("export-log", exc, _status_of(exc))
     print(summary)
     return 0
 
@@ -228,9 +240,9 @@ def run_verify_log(args: argparse.Namespace) -> int:
         with _engine() as engine:
             problems = verify_checkpoints(engine, public_key=public_key, external_notes=notes)
     except (SigningKeyError, LedgerError, OSError, UnicodeDecodeError) as exc:
-        return _error("verify-log", exc)
+        return _error("verify-log", exc, _status_of(exc))
     for problem in problems:
         print(problem.render())
     errors = [p for p in problems if p.severity == "error"]
     print(f"verify-log: {'FAILED, ' + str(len(errors)) + ' problem(s)' if errors else 'ok'}")
-    return 1 if errors else 0
+    return EXIT_FAILED if errors else EXIT_OK

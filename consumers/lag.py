@@ -43,8 +43,8 @@ async def partition_lag(
         request_timeout_ms=int(timeout * 1000),
         max_partition_fetch_bytes=1024,
     )
-    await asyncio.wait_for(consumer.start(), timeout)
-    try:
+    try:  # stopped even when start fails (no "Unclosed AIOKafkaConsumer" at exit)
+        await asyncio.wait_for(consumer.start(), timeout)
         if topic not in await asyncio.wait_for(consumer.topics(), timeout):
             return []
         numbers = sorted(consumer.partitions_for_topic(topic) or ())
@@ -74,8 +74,8 @@ async def partition_lag(
 async def broker_source_identity(bootstrap: str, topic: str, *, timeout: float = 10.0) -> SourceIdentity:
     """The cluster id and topic id of ``topic`` on the broker (raises when it has none to give)."""
     client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
-    await asyncio.wait_for(client.bootstrap(), timeout)
     try:
+        await asyncio.wait_for(client.bootstrap(), timeout)
         return await asyncio.wait_for(observe_source(client, topic), timeout)
     finally:
         await client.close()

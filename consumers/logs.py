@@ -1,5 +1,8 @@
 """Logs on stderr: one JSON object per line (``python-json-logger``), or plain text for a terminal.
 
+The one logging setup of every ``ledger`` command that logs: :func:`configure_logging`, with
+``log_format`` "auto" (text when stderr is a terminal, else JSON), "json" or "text".
+
 Fields: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``event`` (the message), then every key
 passed through ``extra=`` (for example ``topic``, ``partition``, ``offset``, ``reason``), and
 ``exc`` with the traceback text when one is attached.
@@ -14,9 +17,14 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-__all__ = ["JsonLineFormatter", "TextLineFormatter", "configure_logging"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonLineFormatter", "TextLineFormatter", "configure_logging"]
+
+LOG_FORMATS = ("auto", "json", "text")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+NOT_FIELDS = frozenset({"color_message"})  # uvicorn's ANSI-coloured copy of the message
 
 
 class JsonLineFormatter(JsonFormatter):
@@ -30,6 +38,7 @@ class JsonLineFormatter(JsonFormatter):
             json_serializer=functools.partial(json.dumps, separators=(",", ":")),
             json_default=str,
             json_ensure_ascii=False,
+            reserved_attrs=[*RESERVED_ATTRS, *NOT_FIELDS],
         )
 
     def add_fields(
@@ -48,7 +57,7 @@ class JsonLineFormatter(JsonFormatter):
 class TextLineFormatter(logging.Formatter):
     """One plain line per record for a person at a terminal: ``level: event (key=value, ...)``."""
 
-    _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+    _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"} | NOT_FIELDS
 
     def __init__(self, clear_line: bool = False) -> None:
         """``clear_line``: start each line by erasing a progress line drawn with ``\\r``."""
@@ -67,20 +76,18 @@ class TextLineFormatter(logging.Formatter):
         return self._prefix + text
 
 
-def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_format: str = "json") -> None:
-    """Send every logger's records to ``stream`` (stderr) as JSON lines, or as plain text lines.
+def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_format: str = "auto") -> str:
+    """Send every logger's records at ``level`` and above to ``stream`` (stderr); return "json" or "text".
 
-    ``log_format="text"`` shows warnings and errors only at the default ``info`` level (a
-    terminal gets a summary instead of the info stream). aiokafka's and Alembic's chatter is quieted.
+    ``log_format``: "json" lines, "text" lines, or "auto": text when the stream is a terminal,
+    else JSON. aiokafka's and Alembic's chatter is quieted below ``debug``.
     """
     target = stream or sys.stderr
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    text = log_format == "text" or (log_format == "auto" and target.isatty())
     handler = logging.StreamHandler(target)
-    if log_format == "text":
-        handler.setFormatter(TextLineFormatter(clear_line=target.isatty()))
-        if level.lower() == "info":
-            handler.setLevel(logging.WARNING)
-    else:
-        handler.setFormatter(JsonLineFormatter())
+    handler.setFormatter(TextLineFormatter(clear_line=target.isatty()) if text else JsonLineFormatter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)
@@ -89,3 +96,4 @@ def configure_logging(level: str = "info", stream: TextIO | None = None, *, log_
     if root.level > logging.DEBUG:
         logging.getLogger("aiokafka").setLevel(max(root.level, logging.WARNING))
         logging.getLogger("alembic").setLevel(max(root.level, logging.WARNING))
+    return "text" if text else "json"

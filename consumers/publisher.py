@@ -186,8 +186,12 @@ class EnvelopePublisher:
         )
 
     async def start(self) -> None:
-        """Connect to the cluster."""
-        await self._producer.start()
+        """Connect to the cluster; on failure the producer is closed again (no "Unclosed" warning)."""
+        try:
+            await self._producer.start()
+        except BaseException:
+            await self._producer.stop()
+            raise
 
     async def stop(self) -> None:
         """Flush and disconnect."""

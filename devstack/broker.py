@@ -40,7 +40,7 @@ from devstack.postgres import (
     wait_pid_gone,
     write_state,
 )
-from devstack.server import EmbeddedServer
+from devstack.server import EmbeddedServer, NotYet, poll, retry_port_race
 
 # Variables tansu reads as defaults for its options (storage, listeners, telemetry).
 _TANSU_ENV = ("STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "CLUSTER_ID", "OTEL_", "SCHEMA_")
@@ -176,8 +176,7 @@ class EmbeddedBroker(EmbeddedServer):
             write_state(self.state_file, record | {"log": str(self.log_path), "started_at": time.time()})
 
     def _start_new(self, binary: Path) -> None:
-        attempts = 1 if self._requested_port else 3
-        for attempt in range(attempts):
+        def start_on_a_free_port() -> None:
             self._port = self._requested_port or free_loopback_port()
             self.cluster_id = str(uuid.uuid4())
             argv = [*self._argv(binary), "--storage-engine", "memory://tansu/"]
@@ -197,23 +196,29 @@ class EmbeddedBroker(EmbeddedServer):
                 self._pid = self._proc.pid
             try:
                 self.wait_ready(self.startup_timeout)
-                return
             except EmbeddedServiceError:
                 self._kill()
-                if attempt == attempts - 1:
-                    raise
+                raise
+
+        # Retrying any start-up failure is safe: the failed broker was killed and its memory
+        # storage died with it; the next try gets a new port and cluster id. (tansu does not say
+        # "address in use" in a form worth parsing, so every failure counts as the port race.)
+        retry_port_race(
+            start_on_a_free_port, fixed_port=bool(self._requested_port), retry_on=EmbeddedServiceError
+        )
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Block until the port accepts TCP connections and a metadata request succeeds."""
         deadline = time.monotonic() + timeout
-        delay = 0.005
-        while not port_accepts(self.port):
-            if self._pid is None or not pid_alive(self._pid):
+
+        def listening() -> None:
+            if self._pid is None or not pid_alive(self._pid):  # not retried: it will not come back
                 raise EmbeddedServiceError(f"tansu exited during startup:\n{log_tail(self.log_path)}")
-            if time.monotonic() >= deadline:
-                raise EmbeddedServiceError(f"tansu not listening on {self.bootstrap} after {timeout}s")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+            if not port_accepts(self.port):
+                raise NotYet("no TCP listener yet")
+
+        # polling is safe: the probe only opens and closes a TCP connection
+        poll(listening, timeout=timeout, what=f"tansu not listening on {self.bootstrap}")
         remaining_ms = max(1000, int((deadline - time.monotonic()) * 1000))
         # A worker thread owns the event loop, so this also works when called from async code.
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:

@@ -97,9 +97,12 @@ def open_database(
             url = ensure_database(server_url)
         engine = create_ledger_engine(url)
         stack.callback(engine.dispose)
-        if migrate:
-            try:
+        try:
+            if migrate:
                 upgrade(engine)
-            except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
-                raise LedgerUnavailableError(f"cannot reach the ledger database: {exc}") from exc
+            else:
+                with engine.connect():
+                    pass  # an unreachable server is one clear error here, not a traceback later
+        except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
+            raise LedgerUnavailableError(f"cannot reach the ledger database: {exc}") from exc
         yield engine

@@ -37,10 +37,11 @@ from sqlalchemy import Engine
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.consumer_config import consumer_kwargs
+from consumers.logs import configure_logging
 from consumers.publisher import EnvelopePublisher, PreparedRecord, SentRecord, prepare_file
 from devstack.broker import EmbeddedBroker
 from devstack.postgres import EmbeddedPostgres
-from devstack.stack import Progress, default_corpus_dir
+from devstack.stack import Steps, default_corpus_dir
 from ledger.connect import create_ledger_engine, libpq_url, sqlalchemy_url
 from ledger.migration import WRITER_ROLE, upgrade
 from ledger.settings import LedgerSettings
@@ -163,7 +164,7 @@ async def publish(bootstrap: str, prepared: Sequence[PreparedRecord]) -> list[Se
         return await publisher.publish_many(prepared)
 
 
-async def consume(bootstrap: str, store: LedgerStore, total: int, step: Progress) -> int:
+async def consume(bootstrap: str, store: LedgerStore, total: int, step: Steps) -> int:
     """Run the real consumer until all ``total`` records are committed; return how many were."""
     timing = consumer_kwargs(embedded=True)
     config = ConsumerConfig(
@@ -286,12 +287,8 @@ def run_tool(argv: Sequence[str], database_url: str, state_dir: Path) -> subproc
 
 
 def _quiet_logs() -> None:
-    """Library logs only for real problems, in one compact line each (progress goes to stderr)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("  [%(name)s] %(levelname)s %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
+    """Library logs only for real problems, in one plain line each (progress goes to stderr)."""
+    configure_logging("warning", log_format="text")  # the demo is read by a person, piped or not
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # reconnect chatter at shutdown
     logging.getLogger("consumers.dlq").setLevel(logging.ERROR)  # each poison record; the report lists them
 
@@ -316,10 +313,13 @@ class DemoResult:
 
 
 def run_demo(
-    settings: LedgerSettings, *, offered: Collection[str], corpus_dir: Path | None = None
+    settings: LedgerSettings,
+    *,
+    offered: Collection[str],
+    progress: Steps,
+    corpus_dir: Path | None = None,
 ) -> DemoResult:
-    """Run the demo end to end (progress on stderr) and return what it found and checked."""
-    progress = Progress(prefix="ledger demo")
+    """Run the demo end to end (each step reported to ``progress``) and return what it found and checked."""
     _quiet_logs()
     demo_dir = Path(settings.state_dir).absolute() / "demo"
     records = load_corpus(corpus_dir or default_corpus_dir())

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from devstack.extra import EmbeddedExtraMissing, load_psutil
 from devstack.extra import EmbeddedServiceError as EmbeddedServiceError  # re-exported
-from devstack.server import EmbeddedServer
+from devstack.server import EmbeddedServer, NotYet, PortTaken, poll, retry_port_race
 
 logger = logging.getLogger(__name__)
 
@@ -138,17 +138,19 @@ def pid_alive(pid: int) -> bool:
 
 def wait_pid_gone(pid: int, timeout: float) -> bool:
     """Wait (sleeping, not spinning) until ``pid`` is gone or a zombie; reap it if it is ours."""
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while True:
+
+    def gone() -> None:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        if not pid_alive(pid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
+        if pid_alive(pid):
+            raise NotYet(f"pid {pid} is alive")
+
+    try:
+        # polling is safe: the probe only reaps and looks, it sends nothing to the process
+        poll(gone, timeout=timeout, what=f"waiting for pid {pid} to end", max_delay=0.1)
+    except EmbeddedServiceError:
+        return False
+    return True
 
 
 def terminate_pid(pid: int, signals: Sequence[int], timeout: float) -> None:
@@ -216,20 +218,28 @@ def postgres_install_dir() -> Path:
 def ensure_os_user(name: str = OS_USER) -> pwd.struct_passwd:
     """The passwd entry of ``name``, creating a system user with useradd if missing."""
     useradd = ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"]
-    error = ""
-    for _ in range(5):
+    useradd += ["--shell", "/usr/sbin/nologin", name]
+
+    def existing_or_created() -> pwd.struct_passwd:
         with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)
         try:
-            done = subprocess.run(
-                [*useradd, "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True
-            )
+            done = subprocess.run(useradd, capture_output=True, text=True)
         except FileNotFoundError as exc:
             raise EmbeddedServiceError(f"running as root needs useradd to create user {name!r}") from exc
-        error = done.stderr.strip()
-        if done.returncode != 0:
-            time.sleep(0.2)  # most likely a concurrent useradd holding /etc/passwd's lock
-    raise EmbeddedServiceError(f"could not create OS user {name!r}: {error}")
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+        raise NotYet(done.stderr)
+
+    # Retrying is safe: a failed useradd changes nothing (most likely a concurrent one held
+    # /etc/passwd's lock), and a user that a concurrent useradd created is found by the next try.
+    return poll(
+        existing_or_created,
+        timeout=1.0,  # about five tries, as a concurrent useradd holds the lock only briefly
+        what=f"could not create OS user {name!r}",
+        first_delay=0.2,
+        max_delay=0.2,
+    )
 
 
 def ensure_traversable(path: Path, owner: pwd.struct_passwd) -> None:
@@ -317,19 +327,23 @@ class EmbeddedPostgres(EmbeddedServer):
         owner = ensure_os_user() if os.geteuid() == 0 else None
         self._init_data_dir(install, owner)
         self._clear_stale_postmaster_pid()
-        attempts = 1 if self._requested_port else 3
-        for attempt in range(attempts):
+
+        def start_on_a_free_port() -> None:
             self._port = self._requested_port or free_loopback_port()
             self._launch(install, owner)
             try:
                 self.wait_ready(self.startup_timeout)
-                return
-            except EmbeddedServiceError:
+            except EmbeddedServiceError as exc:
                 port_taken = "Address already in use" in log_tail(self.log_path)
                 self._kill_quietly()
-                if not port_taken or attempt == attempts - 1:
-                    raise
-                logger.info("port %s was taken, retrying on another", self._port)
+                if port_taken:
+                    logger.info("port %s was taken", self._port)
+                    raise PortTaken(str(exc)) from exc
+                raise
+
+        # Retrying is safe: the postmaster that lost the port race was killed, the data dir is
+        # untouched by a server that never started, and only that race is retried.
+        retry_port_race(start_on_a_free_port, fixed_port=bool(self._requested_port))
 
     def _init_data_dir(self, install: Path, owner: pwd.struct_passwd | None) -> None:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)  # a fresh state dir: its ancestors first
@@ -386,22 +400,22 @@ class EmbeddedPostgres(EmbeddedServer):
         """Block until a psycopg connection succeeds; fail fast if the postmaster exits."""
         import psycopg
 
-        deadline = time.monotonic() + timeout
-        delay = 0.01
-        last_error = "no attempt"
-        while True:
-            if self._pid is None or not pid_alive(self._pid):
+        def answers() -> None:
+            if self._pid is None or not pid_alive(self._pid):  # not retried: it will not come back
                 raise EmbeddedServiceError(f"postmaster exited during startup:\n{log_tail(self.log_path)}")
-            try:
-                with psycopg.connect(self.dsn, connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
-                return
-            except psycopg.OperationalError as exc:
-                last_error = str(exc).strip()
-            if time.monotonic() >= deadline:
-                raise EmbeddedServiceError(f"PostgreSQL not ready after {timeout}s: {last_error}")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.2)
+            with psycopg.connect(self.dsn, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+
+        # Retrying is safe: the probe only connects and runs SELECT 1; a postmaster that is still
+        # starting refuses connections (OperationalError) until it accepts them.
+        poll(
+            answers,
+            timeout=timeout,
+            what="PostgreSQL not ready",
+            first_delay=0.01,
+            growth=1.5,
+            transient=(psycopg.OperationalError,),
+        )
 
     def stop(self, timeout: float = 15.0) -> None:
         """Fast shutdown (SIGINT), then immediate (SIGQUIT), then SIGKILL; idempotent."""

@@ -1,4 +1,4 @@
-"""The local stack behind ``ledger up`` / ``ledger down`` / ``ledger status``, and progress lines.
+"""The local stack behind ``ledger up`` / ``ledger down`` / ``ledger status``.
 
 ``up`` starts the embedded PostgreSQL (data in ``<state_dir>/postgres``) and the embedded tansu
 broker in detached mode, so that they outlive the command; their state files
@@ -8,25 +8,21 @@ so ``ledger publish``, ``ledger consume``, ``ledger replay`` and ``ledger verify
 no variables set. ``down`` stops both and then sweeps for any embedded server process still
 tied to the state directory. Nothing here reads ``LEDGER_DATABASE_URL``: ``up`` always manages
 the embedded services (and says so when a configured URL would take precedence elsewhere).
-Also here, shared with ``ledger demo``: progress lines on stderr, where the demo corpus and a
-``psql`` binary are, and which sub-commands this build offers.
+Also here, shared with ``ledger demo``: what reports the steps (:class:`Steps`), where the demo
+corpus and a ``psql`` binary are, and which sub-commands this build offers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.resources
-import itertools
 import os
 import shutil
 import signal
-import sys
-import threading
-import time
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from devstack.broker import EmbeddedBroker
 from devstack.database import EMBEDDED_DATABASE, embedded_data_dir, ensure_database
@@ -47,9 +43,9 @@ if TYPE_CHECKING:  # psutil comes with the `embedded` extra: imported on first u
 
 __all__ = [
     "LocalStack",
-    "Progress",
     "ServiceReport",
     "StackInfo",
+    "Steps",
     "corpus_hint",
     "default_corpus_dir",
     "embedded_server_processes",
@@ -84,60 +80,14 @@ def corpus_hint(directory: Path | None = None) -> str:
     return str(directory)
 
 
-class Progress:
-    """One line per step on a stream (stderr): a spinner on a terminal, start/end lines otherwise."""
+class Steps(Protocol):
+    """What reports the steps of ``up`` and the demo (``cli.progress.StepProgress`` on the command line)."""
 
-    FRAMES = "|/-\\"
+    detail: str  # shown after the running step's label, and in its closing line
 
-    def __init__(self, stream: TextIO | None = None, *, prefix: str = "ledger") -> None:
-        """Write to ``stream`` (default: stderr)."""
-        self.stream = stream if stream is not None else sys.stderr
-        self.prefix = prefix
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.detail = ""
-
-    def _write(self, text: str) -> None:
-        self.stream.write(text)
-        self.stream.flush()
-
-    def note(self, message: str) -> None:
-        """A one-off line."""
-        self._write(f"[{self.prefix}] {message}\n")
-
-    @contextlib.contextmanager
-    def step(self, label: str) -> Iterator[Progress]:
-        """Report ``label`` while the block runs; set ``.detail`` to show live or final detail."""
-        self.detail = ""
-        started = time.monotonic()
-        stop = threading.Event()
-        spinner: threading.Thread | None = None
-        if self.tty:
-
-            def spin() -> None:
-                for frame in itertools.cycle(self.FRAMES):
-                    elapsed = time.monotonic() - started
-                    shown = f"{label} {self.detail}" if self.detail else label
-                    self._write(f"\r\033[K[{self.prefix}] {frame} {shown} {elapsed:.1f}s")
-                    if stop.wait(0.1):
-                        return
-
-            spinner = threading.Thread(target=spin, daemon=True)
-            spinner.start()
-        else:
-            self._write(f"[{self.prefix}] {label} ...\n")
-        ok = False
-        try:
-            yield self
-            ok = True
-        finally:
-            stop.set()
-            if spinner is not None:
-                spinner.join()
-            elapsed = time.monotonic() - started
-            verdict = "done" if ok else "FAILED"
-            detail = f" {self.detail}" if self.detail else ""
-            clear = "\r\033[K" if self.tty else ""
-            self._write(f"{clear}[{self.prefix}] {label}: {verdict} in {elapsed:.1f}s{detail}\n")
+    def step(self, label: str) -> AbstractContextManager[Steps]:
+        """Report ``label`` while the block runs."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -247,7 +197,7 @@ class LocalStack:
     def _database_url(port: int) -> str:
         return f"postgresql://postgres@127.0.0.1:{port}/{EMBEDDED_DATABASE}"
 
-    def up(self, progress: Progress) -> StackInfo:
+    def up(self, progress: Steps) -> StackInfo:
         """Start (or adopt) both services, create the ``ledger`` database and migrate it to head."""
         started: list[str] = []
         before = {report.name: report.state for report in self.status()}

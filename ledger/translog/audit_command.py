@@ -17,7 +17,7 @@ def add_audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p = subparsers.add_parser(
         "audit-log",
         description="Checks signatures, inclusion and consistency proofs and exported entries against a public "
-        "key; prints one line per check and exits 1 if any fails.",
+        "key; prints one line per check and exits 1 if any fails (2 if it cannot run).",
     )
     p.add_argument("paths", nargs="*", type=Path, help="notes, proof bundles, entries.jsonl or directories")
     p.add_argument(
@@ -29,9 +29,12 @@ def add_audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p.set_defaults(handler=run_audit)
 
 
+EXIT_USAGE = 2  # the audit could not run: no readable key, nothing to audit, an unreadable topic
+
+
 def _error(command: str, message: object) -> int:
     print(f"ledger {command}: {message}", file=sys.stderr)
-    return 1
+    return EXIT_USAGE
 
 
 def run_audit(args: argparse.Namespace) -> int:
@@ -55,6 +58,9 @@ def run_audit(args: argparse.Namespace) -> int:
             return _error("audit-log", f"cannot read topic {args.topic}: {exc}")
     if not args.paths and not topic_notes:
         return _error("audit-log", "nothing to audit: give files, directories or --topic")
+    missing = [str(path) for path in args.paths if not path.exists()]
+    if missing:
+        return _error("audit-log", f"no such file or directory: {', '.join(missing)}")
     report = audit_files(public_key, args.paths, origin=args.origin, topic_notes=topic_notes)
     print(report.render())
     return 0 if report.ok else 1

@@ -43,6 +43,7 @@ from ledger.translog.tree import (
 
 __all__ = [
     "DEFAULT_ORIGIN",
+    "CheckpointDamagedError",
     "CheckpointError",
     "StoredCheckpoint",
     "check_out_target",
@@ -63,6 +64,10 @@ _COLUMNS = "checkpoint_id, origin, tree_size, root_hash, signed_at, key_id, note
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be made or exported; the message says why."""
+
+
+class CheckpointDamagedError(CheckpointError):
+    """The entries, tree or previous checkpoint do not verify (tampering or damage): nothing is signed."""
 
 
 @dataclass(frozen=True)
@@ -124,18 +129,20 @@ def _recheck_leaves(db: Database, after: int, size: int) -> None:
     while after < size:
         batch = read_entries(db, after, _RECHECK_BATCH, size)
         if not batch:
-            raise CheckpointError(f"entries end at global_seq {after}, but the tree holds {size} leaves")
+            raise CheckpointDamagedError(
+                f"entries end at global_seq {after}, but the tree holds {size} leaves"
+            )
         stored = fetch_nodes(db, [(0, row["global_seq"] - 1) for row in batch])
         for row in batch:
             seq = row["global_seq"]
             try:
                 leaf = entry_leaf_hash(_checked_hash(row))
             except EntryCheckError as exc:
-                raise CheckpointError(
+                raise CheckpointDamagedError(
                     f"entry global_seq {seq} (submission {row['submission_id']}): {exc}"
                 ) from None
             if stored.get((0, seq - 1)) != leaf:
-                raise CheckpointError(
+                raise CheckpointDamagedError(
                     f"leaf {seq - 1} of the tree does not match entry global_seq {seq} "
                     f"(submission {row['submission_id']}); refusing to sign"
                 )
@@ -164,7 +171,7 @@ def create_checkpoint(
         try:
             catch_up_tree(connection)
         except TreeError as exc:
-            raise CheckpointError(f"cannot extend the tree: {exc}") from None
+            raise CheckpointDamagedError(f"cannot extend the tree: {exc}") from None
         chosen = resolve_origin(connection, origin)
         size = tree_size(connection)
         previous = latest_checkpoint(connection)
@@ -173,18 +180,20 @@ def create_checkpoint(
             try:
                 opened = open_checkpoint(previous.note, public_key, chosen)
             except NoteError as exc:
-                raise CheckpointError(
+                raise CheckpointDamagedError(
                     f"previous checkpoint {previous.checkpoint_id} does not verify: {exc}"
                 ) from None
             if (opened.tree_size, opened.root_hash) != (previous.tree_size, previous.root_hash):
-                raise CheckpointError(f"checkpoint row {previous.checkpoint_id} differs from its signed note")
+                raise CheckpointDamagedError(
+                    f"checkpoint row {previous.checkpoint_id} differs from its signed note"
+                )
             if previous.tree_size > size:
-                raise CheckpointError(
+                raise CheckpointDamagedError(
                     f"the tree ({size} leaves) is smaller than checkpoint {previous.checkpoint_id}"
                 )
             proof = consistency_proof_at(connection, previous.tree_size, size)
             if not verify_consistency(previous.tree_size, size, previous.root_hash, root, proof):
-                raise CheckpointError(
+                raise CheckpointDamagedError(
                     f"the tree of {size} leaves is not consistent with checkpoint {previous.checkpoint_id} "
                     f"(size {previous.tree_size}); refusing to sign"
                 )

@@ -28,7 +28,14 @@ from ledger.translog.tree import (
     tree_size,
 )
 
-__all__ = ["ProofError", "export_log", "find_entries", "prove_consistency", "prove_entries"]
+__all__ = [
+    "ProofDamagedError",
+    "ProofError",
+    "export_log",
+    "find_entries",
+    "prove_consistency",
+    "prove_entries",
+]
 
 _HEX32 = re.compile(r"0x[0-9a-f]{64}")
 EXPORT_BATCH = 5000
@@ -36,6 +43,10 @@ EXPORT_BATCH = 5000
 
 class ProofError(RuntimeError):
     """A proof cannot be given: unknown entry, no checkpoint yet, sizes out of range, damaged tree."""
+
+
+class ProofDamagedError(ProofError):
+    """The stored entries, tree or checkpoints do not verify (tampering or damage), so no proof is given."""
 
 
 def find_entries(db: Database, target: str) -> list[dict[str, Any]]:
@@ -91,9 +102,9 @@ def prove_entries(
         try:
             path = inclusion_proof_at(db, seq - 1, size)
         except TreeError as exc:
-            raise ProofError(str(exc)) from None
+            raise ProofDamagedError(str(exc)) from None
         if not verify_inclusion(leaf, seq - 1, size, path, checkpoint.root_hash):
-            raise ProofError(
+            raise ProofDamagedError(
                 f"entry global_seq {seq} (submission {row['submission_id']}) does not verify against "
                 f"checkpoint {checkpoint.checkpoint_id}: the entry or the tree was altered; run `ledger verify-log`"
             )
@@ -115,16 +126,16 @@ def prove_consistency(db: Database, old_size: int, new_size: int) -> dict[str, A
         old_root, new_root = root_at(db, old_size), root_at(db, new_size)
         proof = consistency_proof_at(db, old_size, new_size)
     except TreeError as exc:
-        raise ProofError(str(exc)) from None
+        raise ProofDamagedError(str(exc)) from None
     if not verify_consistency(old_size, new_size, old_root, new_root, proof):
-        raise ProofError(
+        raise ProofDamagedError(
             "the stored tree gives a consistency proof that does not verify: run `ledger verify-log`"
         )
     old = find_checkpoint(db, tree_size=old_size) if old_size else None
     new = find_checkpoint(db, tree_size=new_size) if new_size else None
     for checkpoint in (old, new):
         if checkpoint is not None and checkpoint.root_hash != (old_root if checkpoint is old else new_root):
-            raise ProofError(
+            raise ProofDamagedError(
                 f"checkpoint {checkpoint.checkpoint_id} signed a different root for size {checkpoint.tree_size} "
                 "than the stored tree has: run `ledger verify-log`"
             )

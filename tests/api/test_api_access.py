@@ -40,11 +40,11 @@ def test_a_public_address_without_a_token_is_refused(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("LEDGER_API_TOKEN", raising=False)
-    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 1
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2  # usage: no token off loopback
     err = capsys.readouterr().err
     assert "refusing to serve on '0.0.0.0' without a bearer token" in err and "LEDGER_API_TOKEN" in err
     monkeypatch.setenv("LEDGER_API_TOKEN", "short")
-    assert main(["serve", "--host", "127.0.0.1", "--port", "0"]) == 1
+    assert main(["serve", "--host", "127.0.0.1", "--port", "0"]) == 2
     assert "shorter than 16" in capsys.readouterr().err
 
 
@@ -58,7 +58,7 @@ def test_without_the_api_extra_the_cli_still_works_and_serve_names_the_extra() -
     helped = subprocess.run([sys.executable, "-c", code, "--help"], env=env, capture_output=True, text=True)
     assert helped.returncode == 0 and "serve" in helped.stdout
     refused = subprocess.run([sys.executable, "-c", code, "serve"], env=env, capture_output=True, text=True)
-    assert refused.returncode == 1 and "pip install 'verification-ledger[api]'" in refused.stderr
+    assert refused.returncode == 2 and "pip install 'verification-ledger[api]'" in refused.stderr
 
 
 def test_loopback_detection() -> None:
@@ -68,6 +68,25 @@ def test_loopback_detection() -> None:
     with pytest.raises(AccessError):
         check_bind("192.168.1.10", None)
     check_bind("0.0.0.0", "a-long-enough-token-value")
+
+
+def test_a_port_already_served_is_an_environment_error_in_one_line(served: ServedLedger) -> None:
+    port = served.base_url.rsplit(":", 1)[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LEDGER_DATABASE_URL": served.database_url}
+    env.pop("LEDGER_API_TOKEN", None)
+    second = subprocess.run(
+        [sys.executable, "-m", "cli", "serve", "--port", port, "--log-format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 2, second.stderr  # uvicorn's own status for it would be 3
+    assert (
+        second.stderr.splitlines()[-1]
+        == f"ledger serve: could not serve on 127.0.0.1:{port} (the log above says why)"
+    )
+    assert '"color_message"' not in second.stderr and "address already in use" in second.stderr
 
 
 def test_requests_without_the_right_token_get_401_problems(served: ServedLedger) -> None:

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from devstack.postgres import free_loopback_port
+from devstack.redis_server import EmbeddedRedis
 from engine.reasoning import ReasoningResult, ReasoningTask, ReasoningVerifier
-from tests.helpers.faults import RedisServer
 from tests.stubs.providers import ScriptedProvider
 
 pytestmark = pytest.mark.integration
@@ -66,16 +66,16 @@ def provider_calls(verifier: ReasoningVerifier) -> int:
 
 
 @pytest.fixture
-def server() -> Iterator[RedisServer]:
-    redis_server = RedisServer(free_loopback_port())
+def server() -> Iterator[EmbeddedRedis]:
+    redis_server = EmbeddedRedis(free_loopback_port())
     try:
         redis_server.start()
         yield redis_server
     finally:
-        redis_server.close()
+        redis_server.stop()
 
 
-def stored_keys(server: RedisServer, namespace: str) -> set[bytes]:
+def stored_keys(server: EmbeddedRedis, namespace: str) -> set[bytes]:
     client = redis.Redis.from_url(server.url, socket_connect_timeout=1)
     try:
         return set(client.scan_iter(match=f"cournot:reasoning:v1:{namespace}:*"))
@@ -84,7 +84,7 @@ def stored_keys(server: RedisServer, namespace: str) -> set[bytes]:
 
 
 def test_redis_killed_and_restarted_degrades_to_the_lru_and_recovers_after_the_cooldown(
-    server: RedisServer, caplog: pytest.LogCaptureFixture
+    server: EmbeddedRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="engine.reasoning.cache")
     clock = Clock()
@@ -133,7 +133,7 @@ def test_redis_killed_and_restarted_degrades_to_the_lru_and_recovers_after_the_c
 
 
 def test_redis_killed_during_concurrent_verifications_never_raises(
-    server: RedisServer, caplog: pytest.LogCaptureFixture, seed: int
+    server: EmbeddedRedis, caplog: pytest.LogCaptureFixture, seed: int
 ) -> None:
     caplog.set_level(logging.WARNING, logger="engine.reasoning.cache")
     rng = random.Random(seed)

@@ -3,36 +3,28 @@
 Builds on the consumer integration helpers (``tests/helpers/consumer.py``) and
 the independent chain check (``tests/integration/ledger_factories.py``); adds what the faults
 need: the published coordinates of every bundle, a full ledger audit, keyed raw sends, a topic
-with a chosen partition count, and a Redis-compatible server that can be killed and restarted on
-the same port.
+with a chosen partition count. (The Redis server they kill and restart on the same port is
+``devstack.redis_server.EmbeddedRedis`` with a fixed port.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import hashlib
 import json
 import os
 import random
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import redis
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from consumers.publisher import SentRecord, publish_documents
-from devstack.postgres import LOOPBACK, log_tail, pdeathsig_preexec
 from ledger.connect import libpq_url
 from ledger.translog.tree import root_at, tree_size
 from tests.helpers.consumer import (
@@ -48,14 +40,12 @@ from tests.helpers.consumer import (
     wait_until,
 )
 from tests.helpers.database import chain_problems, query
-from tests.helpers.services import redis_server_binary
 
 __all__ = [
     "GROUP_TIMING",
     "ROOT",
     "SAMPLE",
     "ConsumerProcess",
-    "RedisServer",
     "assert_ledger_matches",
     "consumer_env",
     "create_topic",
@@ -223,56 +213,3 @@ def dead_letter_sources(letters: Iterable[Any]) -> Counter[tuple[int, int]]:
         headers = {name: value.decode() for name, value in letter.headers}
         sources[(int(headers["ledger.dlq.source.partition"]), int(headers["ledger.dlq.source.offset"]))] += 1
     return sources
-
-
-class RedisServer:
-    """A memory-only Redis-compatible server on a fixed loopback port; kill and restart at will."""
-
-    def __init__(self, port: int) -> None:
-        """Configure; ``start()`` launches it."""
-        self.port = port
-        self.workdir = Path(tempfile.mkdtemp(prefix="ledger-fault-redis-"))
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        """``redis://127.0.0.1:PORT/0``."""
-        return f"redis://{LOOPBACK}:{self.port}/0"
-
-    def start(self, timeout: float = 15.0) -> None:
-        """Start on ``port`` and wait until it answers PING."""
-        argv = [str(redis_server_binary()), "--port", str(self.port), "--bind", LOOPBACK, "--save", ""]
-        argv += ["--appendonly", "no", "--daemonize", "no", "--dir", str(self.workdir)]
-        log = self.workdir / "server.log"
-        with log.open("ab") as handle:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                preexec_fn=pdeathsig_preexec(signal.SIGKILL),
-            )
-        client = redis.Redis(host=LOOPBACK, port=self.port, socket_connect_timeout=1)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                with contextlib.suppress(redis.ConnectionError):
-                    if client.ping():
-                        return
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis server did not start on {self.port}:\n{log_tail(log)}")
-                time.sleep(0.02)
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        """SIGKILL (no shutdown, no save) and reap."""
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def close(self) -> None:
-        """Kill if running and remove the working directory."""
-        self.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)

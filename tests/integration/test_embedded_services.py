@@ -36,9 +36,12 @@ from devstack.postgres import (
     EmbeddedPostgres,
     EmbeddedPostgresUnavailable,
     ServiceStatus,
+    free_loopback_port,
     pid_alive,
     wait_pid_gone,
 )
+from devstack.redis_server import EmbeddedRedis
+from devstack.server import EmbeddedServer
 from tests.helpers.services import (
     PgServer,
     ServiceStack,
@@ -350,6 +353,25 @@ def test_redis_set_get_with_ttl(redis_db_url: str, redis_key_prefix: str) -> Non
         assert client.get(f"{redis_key_prefix}short") is None
     finally:
         client.close()
+
+
+def test_embedded_redis_on_a_fixed_port_restarts_there_empty_and_stop_leaves_nothing() -> None:
+    server = EmbeddedRedis(free_loopback_port())
+    assert isinstance(server, EmbeddedServer)  # the same base as the PostgreSQL and broker servers
+    with server:
+        port, first_pid = server.port, server.pid
+        client = redis.Redis.from_url(server.url, socket_connect_timeout=1)
+        try:
+            client.set("k", b"v")
+            server.kill()
+            assert not server.status().running and not pid_alive(first_pid or 0)
+            server.start()
+            assert server.port == port and server.status().running
+            assert client.get("k") is None  # memory only: nothing survives a kill
+        finally:
+            client.close()
+        workdir = server.workdir
+    assert not server.status().running and workdir is not None and not workdir.exists()
 
 
 # --- the fixtures' own lifecycle ------------------------------------------------------

@@ -52,7 +52,7 @@ def test_checkpoint_without_a_key_is_refused(
 ) -> None:
     monkeypatch.delenv("LEDGER_SIGNING_KEY")
     get_settings.cache_clear()
-    assert main(["checkpoint"]) == 1
+    assert main(["checkpoint"]) == 2  # an environment error: the check never ran
     assert "no signing key" in capsys.readouterr().err
 
 
@@ -89,14 +89,15 @@ def test_prove_names_what_it_cannot_prove(
     env: Path, ledger_store: LedgerStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _append(ledger_store, ["n1"])
-    assert main(["prove", "1"]) == 1
+    # nothing to prove against, an unknown entry, sizes out of range: usage errors (2), not tampering
+    assert main(["prove", "1"]) == 2
     assert "no checkpoint yet" in capsys.readouterr().err
     assert main(["checkpoint"]) == 0
     _append(ledger_store, ["n2"])
-    assert main(["prove", str(ledger_store.max_seq())]) == 1
+    assert main(["prove", str(ledger_store.max_seq())]) == 2
     assert "not covered by checkpoint" in capsys.readouterr().err
-    assert main(["prove", "999999"]) == 1
-    assert main(["prove", "--consistency", "5", "2"]) == 1
+    assert main(["prove", "999999"]) == 2
+    assert main(["prove", "--consistency", "5", "2"]) == 2
 
 
 def test_export_log_gives_an_auditor_everything_to_check_the_history(

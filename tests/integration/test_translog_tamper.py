@@ -17,7 +17,7 @@ from ledger.connect import create_ledger_engine, libpq_url
 from ledger.settings import get_settings
 from ledger.store.hashing import entry_hash, payload_hash
 from ledger.store.ledger_store import LedgerStore
-from ledger.translog.checkpoints import CheckpointError, create_checkpoint
+from ledger.translog.checkpoints import CheckpointDamagedError, create_checkpoint
 from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.tree import catch_up_tree
 from ledger.translog.verify import verify_checkpoints
@@ -112,13 +112,26 @@ def test_a_new_checkpoint_still_commits_to_the_original_entry(
 
 
 def test_signing_refuses_an_entry_rewritten_after_its_leaf_was_appended(
-    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+    ledger_store: LedgerStore,
+    engine: Engine,
+    key: Ed25519PrivateKey,
+    migrated_database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _ledger_with_exported_checkpoint(ledger_store, engine, key)
     newer = list(ledger_store.append(audited("t4")).entries)  # the append transaction adds the leaves
     _rewrite_entry(migrated_database_url, newer[1].global_seq)
-    with pytest.raises(CheckpointError, match=f"entry global_seq {newer[1].global_seq}"):
+    with pytest.raises(CheckpointDamagedError, match=f"entry global_seq {newer[1].global_seq}"):
         create_checkpoint(engine, key)
+    monkeypatch.setenv("LEDGER_DATABASE_URL", migrated_database_url)
+    get_settings.cache_clear()
+    try:  # the command line: tampering found is the thing checked failing (1), not an error (2)
+        assert main(["checkpoint", "--key", str(tmp_path / "log.key")]) == 1
+    finally:
+        get_settings.cache_clear()
+    assert f"entry global_seq {newer[1].global_seq}" in capsys.readouterr().err
 
 
 def test_rewriting_the_tree_and_checkpoints_too_is_still_caught_by_the_exported_checkpoint(

@@ -78,8 +78,9 @@ def test_malformed_files_fail_with_a_message_not_a_traceback(
 
 
 def test_a_missing_file_and_a_bad_key_are_reported(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(_audit(log_dir, str(log_dir / "nope.note"))) == 1
-    assert "no such file" in capsys.readouterr().out
+    # neither is a failed check: the audit could not run (exit 2, the usage or environment status)
+    assert main(_audit(log_dir, str(log_dir / "nope.note"))) == 2
+    assert "no such file" in capsys.readouterr().err
     (log_dir / "bad.pub").write_text("not a key")
-    assert main(["audit-log", "--public-key", str(log_dir / "bad.pub"), str(log_dir / "log")]) == 1
+    assert main(["audit-log", "--public-key", str(log_dir / "bad.pub"), str(log_dir / "log")]) == 2
     assert "neither a PEM public key" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.merkle.rfc6962 import HASH_SIZE, root_from_leaf_hashes
+from engine.merkle.rfc6962 import HASH_SIZE, node_hash
 from ledger.translog.db import Database, run
 from ledger.translog.tables import TILES
 
@@ -85,7 +85,11 @@ class StoredTiles:
     def subtree(self, start: int, end: int) -> bytes | None:
         """Root of the perfect subtree over leaves ``[start, end)``; None if its hashes are not stored."""
         values = self.hashes(*subtree_span(start, end))
-        return None if values is None else root_from_leaf_hashes(values)
+        if values is None:
+            return None
+        while len(values) > 1:  # a perfect subtree: hash pairs level by level
+            values = [node_hash(values[i], values[i + 1]) for i in range(0, len(values), 2)]
+        return values[0]
 
 
 def fetch_tiles(db: Database, spans: Iterable[Span]) -> StoredTiles:

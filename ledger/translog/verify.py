@@ -187,7 +187,9 @@ class _Scan:
             self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
             if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
                 keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
-                completed.extend((seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0)
+                completed.extend(
+                    (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
+                )
             sizes.append(self.frontier.size)
         stored = fetch_nodes(connection, [key for _, _, key, _ in completed])
         leaf_bad: set[int] = set()

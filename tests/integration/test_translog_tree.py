@@ -112,7 +112,9 @@ def test_appends_as_the_writer_role_extend_the_tree_in_one_partial_tile(
     n = len(appended)
     leaves = _reference_leaves(appended)
     with engine.connect() as connection:
-        rows = connection.execute(text("SELECT level, idx, width, hashes FROM ledger_store.merkle_tiles")).all()
+        rows = connection.execute(
+            text("SELECT level, idx, width, hashes FROM ledger_store.merkle_tiles")
+        ).all()
         assert [tuple(row) for row in rows] == [(0, 0, n, b"".join(leaves))]
         assert root_at(connection, n) == root_from_leaf_hashes(leaves)
 

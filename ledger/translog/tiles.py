@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from hashlib import sha256
 
-from engine.merkle.rfc6962 import HASH_SIZE, node_hash
+from engine.merkle.rfc6962 import HASH_SIZE
 from ledger.translog.db import Database, run
 from ledger.translog.tables import TILES
 
@@ -39,6 +40,9 @@ TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
 MAX_TILE_LEVEL = 7  # tree levels 0..63
 _TILE_BYTES = TILE_WIDTH * HASH_SIZE
+_NODE_PREFIX = (
+    b"\x01"  # RFC 6962 interior node: SHA-256(0x01 || left || right), as engine.merkle.rfc6962.node_hash
+)
 
 Span = tuple[int, int, int]
 """``(tile level, first hash at that level, count)``: consecutive hashes inside one tile."""
@@ -71,8 +75,8 @@ class StoredTiles:
     slices: Mapping[tuple[int, int], tuple[int, bytes]]
     widths: Mapping[tuple[int, int], int]
 
-    def hashes(self, level: int, first: int, count: int) -> list[bytes] | None:
-        """``count`` hashes of tile level ``level`` from position ``first``; None if not stored."""
+    def raw(self, level: int, first: int, count: int) -> bytes | None:
+        """``count`` concatenated hashes of tile level ``level`` from position ``first``; None if not stored."""
         found = self.slices.get((level, first // TILE_WIDTH))
         if found is None:
             return None
@@ -80,16 +84,26 @@ class StoredTiles:
         offset = (first % TILE_WIDTH - lo) * HASH_SIZE
         if offset < 0 or offset + count * HASH_SIZE > len(data):
             return None
-        return [data[offset + i * HASH_SIZE : offset + (i + 1) * HASH_SIZE] for i in range(count)]
+        return data[offset : offset + count * HASH_SIZE]
+
+    def hashes(self, level: int, first: int, count: int) -> list[bytes] | None:
+        """The same hashes as a list."""
+        data = self.raw(level, first, count)
+        if data is None:
+            return None
+        return [data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)]
 
     def subtree(self, start: int, end: int) -> bytes | None:
         """Root of the perfect subtree over leaves ``[start, end)``; None if its hashes are not stored."""
-        values = self.hashes(*subtree_span(start, end))
-        if values is None:
+        data = self.raw(*subtree_span(start, end))
+        if data is None:
             return None
-        while len(values) > 1:  # a perfect subtree: hash pairs level by level
-            values = [node_hash(values[i], values[i + 1]) for i in range(0, len(values), 2)]
-        return values[0]
+        while len(data) > HASH_SIZE:  # a perfect subtree: siblings are adjacent, hash pairs level by level
+            data = b"".join(
+                sha256(_NODE_PREFIX + data[i : i + 2 * HASH_SIZE]).digest()
+                for i in range(0, len(data), 2 * HASH_SIZE)
+            )
+        return data
 
 
 def fetch_tiles(db: Database, spans: Iterable[Span]) -> StoredTiles:

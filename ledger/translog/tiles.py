@@ -9,16 +9,15 @@ Any perfect subtree is computed from at most 128 consecutive hashes of one tile:
 height ``8 * L + k`` is the RFC 6962 root of ``2 ** k`` hashes of level-``L`` tile ``N``. So a root
 or a proof needs a few slices of a few tiles, fetched with one query (:func:`fetch_tiles`).
 
-Only storage and slicing live here; the tree math is :mod:`engine.merkle.rfc6962`.
+Only storage and slicing live here; the hashing is :func:`engine.merkle.rfc6962.node_hash`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from hashlib import sha256
 
-from engine.merkle.rfc6962 import HASH_SIZE
+from engine.merkle.rfc6962 import HASH_SIZE, node_hash
 from ledger.translog.db import Database, run
 from ledger.translog.tables import TILES
 
@@ -40,9 +39,6 @@ TILE_HEIGHT = 8
 TILE_WIDTH = 1 << TILE_HEIGHT
 MAX_TILE_LEVEL = 7  # tree levels 0..63
 _TILE_BYTES = TILE_WIDTH * HASH_SIZE
-_NODE_PREFIX = (
-    b"\x01"  # RFC 6962 interior node: SHA-256(0x01 || left || right), as engine.merkle.rfc6962.node_hash
-)
 
 Span = tuple[int, int, int]
 """``(tile level, first hash at that level, count)``: consecutive hashes inside one tile."""
@@ -100,7 +96,7 @@ class StoredTiles:
             return None
         while len(data) > HASH_SIZE:  # a perfect subtree: siblings are adjacent, hash pairs level by level
             data = b"".join(
-                sha256(_NODE_PREFIX + data[i : i + 2 * HASH_SIZE]).digest()
+                node_hash(data[i : i + HASH_SIZE], data[i + HASH_SIZE : i + 2 * HASH_SIZE])
                 for i in range(0, len(data), 2 * HASH_SIZE)
             )
         return data
@@ -153,10 +149,10 @@ def tile_rows(
             continue
         count = size >> (TILE_HEIGHT * level)
         width = count % TILE_WIDTH
-        prefix = edge.hashes(level, count - width, width) if width else []
+        prefix = edge.raw(level, count - width, width) if width else b""
         if prefix is None:
             raise ValueError(f"the partial tile at level {level} is not loaded")
-        data = b"".join([*prefix, *new])
+        data = prefix + b"".join(new)
         first_tile = (count - width) // TILE_WIDTH
         for offset in range(0, len(data), _TILE_BYTES):
             chunk = data[offset : offset + _TILE_BYTES]

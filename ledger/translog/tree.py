@@ -46,6 +46,7 @@ from ledger.translog.tiles import (
 __all__ = [
     "TreeError",
     "catch_up_tree",
+    "consistency_at",
     "consistency_proof_at",
     "extend_tree",
     "fetch_nodes",
@@ -105,7 +106,14 @@ def _with_stored_subtrees(db: Database, compute: Callable[[Callable[[int, int], 
 
     compute(record)
     tiles = fetch_tiles(db, [subtree_span(start, end) for start, end in needed])
-    return compute(lambda start, end: _subtree(tiles, start, end))
+    computed: dict[tuple[int, int], bytes] = {}
+
+    def lookup(start: int, end: int) -> bytes:
+        if (start, end) not in computed:
+            computed[start, end] = _subtree(tiles, start, end)
+        return computed[start, end]
+
+    return compute(lookup)
 
 
 def _subtree(tiles: StoredTiles, start: int, end: int) -> bytes:
@@ -139,6 +147,19 @@ def consistency_proof_at(db: Database, old_size: int, new_size: int) -> list[byt
     """Consistency proof from ``old_size`` to ``new_size`` leaves."""
     _check_size(db, new_size)
     return _with_stored_subtrees(db, lambda get: consistency_proof_from_subtrees(old_size, new_size, get))
+
+
+def consistency_at(db: Database, old_size: int, new_size: int) -> tuple[bytes, bytes, list[bytes]]:
+    """Both roots and the consistency proof from ``old_size`` to ``new_size``, with one fetch of tiles."""
+    _check_size(db, new_size)
+    return _with_stored_subtrees(
+        db,
+        lambda get: (
+            root_from_subtrees(old_size, get),
+            root_from_subtrees(new_size, get),
+            consistency_proof_from_subtrees(old_size, new_size, get),
+        ),
+    )
 
 
 def _load_frontier(db: Database, size: int) -> tuple[Frontier, StoredTiles] | None:

@@ -23,6 +23,7 @@ from ledger.translog.tree import (
     TreeError,
     append_entries_to_tree,
     catch_up_tree,
+    consistency_at,
     consistency_proof_at,
     extend_tree,
     inclusion_proof_at,
@@ -216,6 +217,11 @@ def test_tiles_across_tile_and_level_boundaries_match_the_reference_tree(engine:
         for old, new in [(0, 773), (1, 256), (255, 257), (256, 512), (300, 771), (511, 773), (773, 773)]:
             assert root_at(connection, new) == root_from_leaf_hashes(leaves[:new])
             assert consistency_proof_at(connection, old, new) == consistency_proof(leaves, old, new)
+            assert consistency_at(connection, old, new) == (
+                root_from_leaf_hashes(leaves[:old]),
+                root_from_leaf_hashes(leaves[:new]),
+                consistency_proof(leaves, old, new),
+            )
         for index, new in [(0, 773), (255, 256), (256, 600), (767, 768), (772, 773), (400, 512)]:
             assert inclusion_proof_at(connection, index, new) == inclusion_proof(leaves[:new], index)
     with pytest.raises(TreeError, match="ahead"), engine.begin() as connection:

@@ -1,10 +1,10 @@
 """The log as C2SP ``tlog-tiles``: ``/checkpoint``, ``/tile/<L>/<N>[.p/<W>]`` and ``/tile/entries/<N>[.p/<W>]``.
 
-Read from the stored tree (``ledger_store.merkle_nodes``), bounded by the latest signed checkpoint:
+Read from the stored tiles (``ledger_store.merkle_tiles``), bounded by the latest signed checkpoint:
 
 * a hash tile at level ``L`` holds the hashes of tree level ``8 * L``, nodes ``256 * N`` up to
-  ``256 * N + W - 1``, each 32 bytes, concatenated. Those nodes are perfect subtrees, so the
-  stored table has them as soon as they exist, and they never change;
+  ``256 * N + W - 1``, each 32 bytes, concatenated. The store keeps exactly these tiles (a partial
+  one only grows), so a tile is the first ``32 * W`` bytes of its stored row;
 * an entry bundle holds leaves ``256 * N ..``, each as a big-endian ``uint16`` length and the leaf
   data: the 32 raw bytes of the entry's ``entry_hash`` (see :mod:`ledger.translog.leaves`), so the
   RFC 6962 leaf hash of each bundle entry is the matching hash of the level-0 tile;
@@ -28,20 +28,20 @@ from sqlalchemy import Connection
 from api.db import db_connection
 from api.problems import ApiProblem, problem_responses
 from api.proofs import NOTE_MEDIA_TYPE, NOTE_RESPONSE, latest_note
-from engine.merkle.rfc6962 import leaf_hash
+from engine.merkle.rfc6962 import HASH_SIZE, leaf_hash
 from ledger.translog.checkpoints import latest_checkpoint
 from ledger.translog.db import run
 from ledger.translog.leaves import check_stored_entry
+from ledger.translog.tables import TILES
+from ledger.translog.tiles import MAX_TILE_LEVEL, TILE_HEIGHT, TILE_WIDTH
 from ledger.translog.tree import read_entries
 
 __all__ = ["ENTRIES_LEVEL", "TILE_HEIGHT", "TILE_WIDTH", "TileRef", "parse_tile_path", "router", "tile_path"]
 
 router = APIRouter(tags=["tlog-tiles"])
 Db = Annotated[Connection, Depends(db_connection)]
-TILE_HEIGHT = 8
-TILE_WIDTH = 1 << TILE_HEIGHT
 ENTRIES_LEVEL = -1
-MAX_LEVEL = 7  # 8 * 7 = 56: stored node levels stop at 62
+MAX_LEVEL = MAX_TILE_LEVEL
 MAX_INDEX = 2**54  # 256 * N stays inside a bigint
 IMMUTABLE = "public, max-age=31536000, immutable"
 _LEVEL = re.compile(r"0|[1-9][0-9]?")
@@ -115,32 +115,33 @@ def _available(db: Connection, tile: TileRef) -> None:
         )
 
 
-def _stored_hashes(db: Connection, level: int, first: int, count: int) -> list[bytes]:
+def _stored_tile(db: Connection, level: int, n: int, width: int) -> bytes:
+    """The first ``width`` hashes of stored tile ``(level, n)``; a 500 problem if it holds fewer."""
     rows = run(
         db,
-        "SELECT idx, hash FROM ledger_store.merkle_nodes WHERE level = %(level)s "
-        "AND idx >= %(first)s AND idx < %(end)s ORDER BY idx",
-        {"level": level, "first": first, "end": first + count},
+        f"SELECT substring(hashes FROM 1 FOR %(length)s) FROM {TILES} WHERE level = %(level)s AND idx = %(n)s",
+        {"level": level, "n": n, "length": width * HASH_SIZE},
     )
-    if [int(row[0]) for row in rows] != list(range(first, first + count)):
+    if not rows or len(rows[0][0]) != width * HASH_SIZE:
         raise ApiProblem(
             500,
             "log_damaged",
-            f"the stored tree lacks nodes at level {level} from {first}; run `ledger verify-log`",
+            f"the stored tile {level}/{n} lacks hashes below width {width}; run `ledger verify-log`",
         )
-    return [bytes(row[1]) for row in rows]
+    return bytes(rows[0][0])
 
 
 def hash_tile(db: Connection, tile: TileRef) -> bytes:
     """The tile's bytes: ``w`` concatenated 32-byte hashes of tree level ``8 * level``."""
-    return b"".join(_stored_hashes(db, TILE_HEIGHT * tile.level, tile.n * TILE_WIDTH, tile.w))
+    return _stored_tile(db, tile.level, tile.n, tile.w)
 
 
 def entry_bundle(db: Connection, tile: TileRef) -> bytes:
     """The entry bundle: each leaf's data (the entry_hash bytes) behind a big-endian uint16 length."""
     first = tile.n * TILE_WIDTH
     rows = read_entries(db, first, tile.w)
-    leaves = _stored_hashes(db, 0, first, tile.w)
+    stored = _stored_tile(db, 0, tile.n, tile.w)
+    leaves = [stored[i : i + HASH_SIZE] for i in range(0, len(stored), HASH_SIZE)]
     if [int(row["global_seq"]) for row in rows] != list(range(first + 1, first + tile.w + 1)):
         raise ApiProblem(500, "log_damaged", f"entries from global_seq {first + 1} are missing")
     out = bytearray()

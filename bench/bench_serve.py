@@ -3,7 +3,7 @@
 Run:  .venv/bin/python bench/bench_serve.py [--url URL] [--entries 1000000] [--requests 2000]
 
 Without --url an embedded PostgreSQL is started in a temporary directory. Setup (not timed) reuses
-``bench_proofs``: ``--entries`` valid entries and every perfect subtree are COPYed into a fresh,
+``bench_proofs``: ``--entries`` valid entries and the tiles of their tree are COPYed into a fresh,
 migrated database and one checkpoint is signed. Then ``ledger serve`` (one uvicorn process, as
 ``ledger_reader``, bearer token on) is started on 127.0.0.1 and, timed, from 1 and ``--clients``
 client threads (keep-alive connections):

@@ -21,10 +21,9 @@ from ledger.translog.tree import (
     ENTRIES,
     ENTRY_COLUMNS,
     TreeError,
-    consistency_proof_at,
+    consistency_at,
     inclusion_proof_at,
     read_entries,
-    root_at,
     tree_size,
 )
 
@@ -123,8 +122,7 @@ def prove_consistency(db: Database, old_size: int, new_size: int) -> dict[str, A
             f"need 0 <= OLD_SIZE <= NEW_SIZE <= {current} (the tree size), got {old_size}, {new_size}"
         )
     try:
-        old_root, new_root = root_at(db, old_size), root_at(db, new_size)
-        proof = consistency_proof_at(db, old_size, new_size)
+        old_root, new_root, proof = consistency_at(db, old_size, new_size)
     except TreeError as exc:
         raise ProofDamagedError(str(exc)) from None
     if not verify_consistency(old_size, new_size, old_root, new_root, proof):

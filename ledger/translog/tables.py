@@ -1,10 +1,11 @@
 """Tables of the transparency log, in schema ``ledger_store`` beside the entries.
 
-* ``merkle_nodes(level, idx, hash)``: every *perfect* subtree of the RFC 6962 tree, written once
-  when its last leaf is appended and never changed. Node ``(level, idx)`` covers leaves
-  ``[idx * 2**level, (idx + 1) * 2**level)``; level 0 holds the leaf hashes. The tree size is
-  ``max(idx) + 1`` at level 0. Roots and proofs of any size up to the tree size need only
-  O(log n) of these rows.
+* ``merkle_tiles(level, idx, width, hashes)``: the RFC 6962 tree as C2SP ``tlog-tiles`` hash
+  tiles (:mod:`ledger.translog.tiles`). Tile ``(L, N)`` holds ``width`` concatenated hashes of tree
+  level ``8 * L``, nodes ``256 * N ..``; a full tile (width 256) never changes, the partial
+  rightmost tile of each level only grows (trigger ``merkle_tiles_extend_only``). The tree size is
+  ``256 * idx + width`` of the last level-0 tile. Roots and proofs of any size up to the tree size
+  need a few slices of O(log n / 8) tiles.
 * ``merkle_checkpoints``: every signed checkpoint, with the signed note verbatim. The signing key
   is never stored; the public key is not either (an auditor must get it from elsewhere).
 
@@ -30,21 +31,23 @@ from sqlalchemy import (
 
 from ledger.store.models import STORE_SCHEMA, metadata
 
-__all__ = ["CHECKPOINTS", "NODES", "merkle_checkpoints", "merkle_nodes"]
+__all__ = ["CHECKPOINTS", "TILES", "merkle_checkpoints", "merkle_tiles"]
 
-NODES = f"{STORE_SCHEMA}.merkle_nodes"
+TILES = f"{STORE_SCHEMA}.merkle_tiles"
 CHECKPOINTS = f"{STORE_SCHEMA}.merkle_checkpoints"
 
-merkle_nodes = Table(
-    "merkle_nodes",
+merkle_tiles = Table(
+    "merkle_tiles",
     metadata,
     Column("level", SmallInteger, nullable=False),
     Column("idx", BigInteger, nullable=False),
-    Column("hash", LargeBinary, nullable=False),
+    Column("width", SmallInteger, nullable=False),
+    Column("hashes", LargeBinary, nullable=False),
     PrimaryKeyConstraint("level", "idx"),
-    CheckConstraint("level BETWEEN 0 AND 62", name="level_range"),
+    CheckConstraint("level BETWEEN 0 AND 7", name="level_range"),
     CheckConstraint("idx >= 0", name="idx_nonnegative"),
-    CheckConstraint("octet_length(hash) = 32", name="hash_length"),
+    CheckConstraint("width BETWEEN 1 AND 256", name="width_range"),
+    CheckConstraint("octet_length(hashes) = 32 * width", name="hashes_length"),
     schema=STORE_SCHEMA,
 )
 

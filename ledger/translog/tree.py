@@ -1,16 +1,18 @@
-"""The ledger's RFC 6962 tree, stored as perfect subtrees in ``ledger_store.merkle_nodes``.
+"""The ledger's RFC 6962 tree, stored as C2SP tlog-tiles in ``ledger_store.merkle_tiles``.
 
-* :func:`extend_tree` appends leaf hashes inside the caller's transaction. It reads the frontier
-  (the O(log n) right-edge perfect subtrees) with one query and writes every subtree the new
-  leaves complete with one more: about two rows per leaf, O(log n) per append.
+* :func:`extend_tree` appends leaf hashes inside the caller's transaction. It reads the right
+  edge (the partial tile of each level, which hold the frontier) with one query and writes the
+  tiles the new leaves change with one more: per batch, one row per level whose partial tile grew
+  plus one per tile the batch filled (a 256th of a row per leaf).
 * :func:`catch_up_tree` adds the entries the tree does not cover yet, under the append lock,
   recomputing every entry's hashes from its stored columns first. Idempotent.
 * :func:`root_at`, :func:`inclusion_proof_at` and :func:`consistency_proof_at` answer for any
-  size up to the tree size with one indexed query each: the engine's proof functions are first run
-  with placeholder hashes to learn which perfect subtrees they need (the shape of a proof depends
-  on the sizes and index only), then those rows are fetched in one ``unnest`` join.
+  size up to the tree size with one query for the tiles: the engine's proof functions are first
+  run with placeholder hashes to learn which perfect subtrees they need (the shape of a proof
+  depends on the sizes and index only), then the slices of the tiles those subtrees are built
+  from are fetched in one ``unnest`` join (:func:`ledger.translog.tiles.fetch_tiles`).
 
-All tree math is :mod:`engine.merkle.rfc6962`; this module only stores and fetches.
+All tree math is :mod:`engine.merkle.rfc6962`; this module and :mod:`.tiles` only store and fetch.
 """
 
 from __future__ import annotations
@@ -29,10 +31,22 @@ from ledger.store.models import STORE_SCHEMA
 from ledger.store.records import ENTRY_WRITE_COLUMNS
 from ledger.translog.db import Database, run, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
+from ledger.translog.tiles import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    StoredTiles,
+    edge_spans,
+    fetch_tiles,
+    stored_tree_size,
+    subtree_span,
+    tile_rows,
+    write_tiles,
+)
 
 __all__ = [
     "TreeError",
     "catch_up_tree",
+    "consistency_at",
     "consistency_proof_at",
     "extend_tree",
     "fetch_nodes",
@@ -43,7 +57,6 @@ __all__ = [
     "tree_size",
 ]
 
-NODES = f"{STORE_SCHEMA}.merkle_nodes"
 ENTRIES = f"{STORE_SCHEMA}.entries"
 CATCH_UP_BATCH = 5000
 _PLACEHOLDER = b"\x00" * 32
@@ -67,42 +80,48 @@ def lock_appends(db: Database) -> None:
 
 def tree_size(db: Database) -> int:
     """Number of leaves in the stored tree (one index probe)."""
-    value = run(db, f"SELECT max(idx) FROM {NODES} WHERE level = 0")[0][0]
-    return 0 if value is None else int(value) + 1
+    return stored_tree_size(db)
 
 
 def fetch_nodes(db: Database, keys: Iterable[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
-    """The stored hashes of the given ``(level, idx)`` nodes, in one query; absent ones are left out."""
+    """The stored hashes of ``(level, idx)`` nodes whose level is a multiple of 8 (tile hashes), in one query.
+
+    Absent ones are left out; any other level raises ``ValueError`` (those are computed, not stored).
+    """
     wanted = sorted(set(keys))
-    if not wanted:
-        return {}
-    rows = run(
-        db,
-        "SELECT n.level, n.idx, n.hash FROM unnest(CAST(%(levels)s AS smallint[]), CAST(%(idxs)s AS bigint[])) "
-        f"AS k(level, idx) JOIN {NODES} n ON n.level = k.level AND n.idx = k.idx",
-        {"levels": [level for level, _ in wanted], "idxs": [idx for _, idx in wanted]},
-    )
-    return {(int(level), int(idx)): bytes(value) for level, idx, value in rows}
+    if any(level % TILE_HEIGHT for level, _ in wanted):
+        raise ValueError("only tree levels that are multiples of 8 are stored")
+    tiles = fetch_tiles(db, [(level // TILE_HEIGHT, idx, 1) for level, idx in wanted])
+    found = {(level, idx): tiles.hashes(level // TILE_HEIGHT, idx, 1) for level, idx in wanted}
+    return {key: values[0] for key, values in found.items() if values is not None}
 
 
 def _with_stored_subtrees(db: Database, compute: Callable[[Callable[[int, int], bytes]], T]) -> T:
-    """Run ``compute(get_subtree_hash)`` against the stored tree with a single fetch."""
+    """Run ``compute(get_subtree_hash)`` against the stored tiles with a single fetch."""
     needed: list[tuple[int, int]] = []
 
     def record(start: int, end: int) -> bytes:
-        needed.append(node_key(start, end))
+        needed.append((start, end))
         return _PLACEHOLDER
 
     compute(record)
-    stored = fetch_nodes(db, needed)
+    tiles = fetch_tiles(db, [subtree_span(start, end) for start, end in needed])
+    computed: dict[tuple[int, int], bytes] = {}
 
     def lookup(start: int, end: int) -> bytes:
-        key = node_key(start, end)
-        if key not in stored:
-            raise TreeError(f"merkle node level {key[0]} idx {key[1]} (leaves {start}..{end - 1}) is missing")
-        return stored[key]
+        if (start, end) not in computed:
+            computed[start, end] = _subtree(tiles, start, end)
+        return computed[start, end]
 
     return compute(lookup)
+
+
+def _subtree(tiles: StoredTiles, start: int, end: int) -> bytes:
+    value = tiles.subtree(start, end)
+    if value is None:
+        level, idx = node_key(start, end)
+        raise TreeError(f"merkle node level {level} idx {idx} (leaves {start}..{end - 1}) is missing")
+    return value
 
 
 def _check_size(db: Database, *sizes: int) -> None:
@@ -130,22 +149,38 @@ def consistency_proof_at(db: Database, old_size: int, new_size: int) -> list[byt
     return _with_stored_subtrees(db, lambda get: consistency_proof_from_subtrees(old_size, new_size, get))
 
 
-def _load_frontier(db: Database, size: int) -> Frontier | None:
-    """The frontier of ``size`` leaves, checking in the same query that the tree has exactly ``size``.
+def consistency_at(db: Database, old_size: int, new_size: int) -> tuple[bytes, bytes, list[bytes]]:
+    """Both roots and the consistency proof from ``old_size`` to ``new_size``, with one fetch of tiles."""
+    _check_size(db, new_size)
+    return _with_stored_subtrees(
+        db,
+        lambda get: (
+            root_from_subtrees(old_size, get),
+            root_from_subtrees(new_size, get),
+            consistency_proof_from_subtrees(old_size, new_size, get),
+        ),
+    )
 
-    None when the tree is behind (it lacks leaf ``size - 1``).
+
+def _load_frontier(db: Database, size: int) -> tuple[Frontier, StoredTiles] | None:
+    """The frontier of ``size`` leaves and the partial tiles it comes from, checking in the same
+    query that the tree has exactly ``size`` leaves. None when the tree is behind (it lacks leaf ``size - 1``).
     """
-    keys = [node_key(start, end) for start, end in perfect_subtree_ranges(0, size)]
-    probes = [(0, size)] + ([(0, size - 1)] if size else [])
-    stored = fetch_nodes(db, keys + probes)
-    if (0, size) in stored:
+    last_tile = (0, size // TILE_WIDTH)
+    probes = [(0, size - size % TILE_WIDTH, 0)] + ([(0, size - 1, 1)] if size else [])
+    tiles = fetch_tiles(db, edge_spans(size) + probes)
+    if tiles.widths.get(last_tile, 0) > size % TILE_WIDTH:
         raise TreeError(f"the tree already holds leaf {size}: it is ahead of the entries being appended")
-    if size and (0, size - 1) not in stored:
+    if size and tiles.hashes(0, size - 1, 1) is None:
         return None
-    missing = [key for key in keys if key not in stored]
-    if missing:
-        raise TreeError(f"frontier node level {missing[0][0]} idx {missing[0][1]} is missing")
-    return Frontier(size, tuple(stored[key] for key in keys))
+    roots = []
+    for start, end in perfect_subtree_ranges(0, size):
+        value = tiles.subtree(start, end)
+        if value is None:
+            level, idx = node_key(start, end)
+            raise TreeError(f"frontier node level {level} idx {idx} is missing")
+        roots.append(value)
+    return Frontier(size, tuple(roots)), tiles
 
 
 def extend_tree(db: Database, new_leaf_hashes: Sequence[bytes], start_index: int) -> Frontier:
@@ -155,29 +190,21 @@ def extend_tree(db: Database, new_leaf_hashes: Sequence[bytes], start_index: int
     is behind ``start_index`` (entries appended before the hook existed), it first catches up from
     the stored entries. Raises :class:`TreeError` if the tree is ahead or damaged.
     """
-    frontier = _load_frontier(db, start_index)
-    if frontier is None:
+    loaded = _load_frontier(db, start_index)
+    if loaded is None:
         catch_up_tree(db, upto=start_index, lock=False)
-        frontier = _load_frontier(db, start_index)
-        if frontier is None:
+        loaded = _load_frontier(db, start_index)
+        if loaded is None:
             raise TreeError(f"the tree cannot reach leaf {start_index}: entries before it are missing")
-    levels: list[int] = []
-    idxs: list[int] = []
-    hashes: list[bytes] = []
+    frontier, edge = loaded
+    appended: dict[int, list[bytes]] = {}
     for value in new_leaf_hashes:
         frontier, completed = frontier.append_with_subtrees(value)
         for subtree in completed:
-            level, idx = node_key(subtree.start, subtree.end)
-            levels.append(level)
-            idxs.append(idx)
-            hashes.append(subtree.hash)
-    if levels:
-        run(
-            db,
-            f"INSERT INTO {NODES} (level, idx, hash) SELECT * FROM "
-            "unnest(CAST(%(levels)s AS smallint[]), CAST(%(idxs)s AS bigint[]), CAST(%(hashes)s AS bytea[]))",
-            {"levels": levels, "idxs": idxs, "hashes": hashes},
-        )
+            height = (subtree.end - subtree.start).bit_length() - 1
+            if height % TILE_HEIGHT == 0:
+                appended.setdefault(height // TILE_HEIGHT, []).append(subtree.hash)
+    write_tiles(db, tile_rows(start_index, edge, appended))
     return frontier
 
 

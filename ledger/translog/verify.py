@@ -32,6 +32,7 @@ from ledger.translog.db import Database
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
+from ledger.translog.tiles import TILE_HEIGHT
 from ledger.translog.tree import fetch_nodes, node_key, read_entries, tree_size
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
@@ -184,8 +185,11 @@ class _Scan:
                 message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
                 self.report(LogProblem(mismatch.code, message, seq, submission))
             self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
-            if seq <= self.stored_size:
-                completed.extend((seq, submission, node_key(s.start, s.end), s.hash) for s in subtrees)
+            if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
+                keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
+                completed.extend(
+                    (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
+                )
             sizes.append(self.frontier.size)
         stored = fetch_nodes(connection, [key for _, _, key, _ in completed])
         leaf_bad: set[int] = set()

@@ -155,7 +155,7 @@ def test_the_server_reads_as_ledger_reader_and_cannot_write(served: ServedLedger
             assert connection.exec_driver_sql("SELECT current_user").scalar() == "ledger_reader"
             with pytest.raises(sqlalchemy.exc.DBAPIError) as refused:
                 connection.exec_driver_sql(
-                    "INSERT INTO ledger_store.merkle_nodes VALUES (0, 999999, %(h)s)", {"h": b"\0" * 32}
+                    "INSERT INTO ledger_store.merkle_tiles VALUES (0, 999999, 1, %(h)s)", {"h": b"\0" * 32}
                 )
             assert "read-only" in str(refused.value) or "permission denied" in str(refused.value)
     finally:
@@ -202,8 +202,10 @@ def test_a_damaged_tree_is_a_500_problem_never_a_bad_tile(served: ServedLedger, 
     try:
         with psycopg.connect(libpq_url(damaged_url), autocommit=True) as conn:
             conn.execute("SET session_replication_role = replica")  # bypass the append-only triggers
-            conn.execute(
-                "UPDATE ledger_store.merkle_nodes SET hash = %s WHERE level = 0 AND idx = 3", (b"\1" * 32,)
+            conn.execute(  # leaf 3: bytes 96..127 of level-0 tile 0
+                "UPDATE ledger_store.merkle_tiles SET hashes = overlay(hashes PLACING %s FROM 97) "
+                "WHERE level = 0 AND idx = 0",
+                (b"\1" * 32,),
             )
         process = start_server(damaged_url, port, tmp_path / "serve.log")
         wait_healthy(f"http://127.0.0.1:{port}", process, tmp_path / "serve.log")

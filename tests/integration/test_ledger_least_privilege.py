@@ -85,6 +85,9 @@ def test_a_reader_login_cannot_take_the_append_lock(migrated_database_url: str, 
             "LOCK TABLE ledger_store.append_lock IN ACCESS SHARE MODE",
             "SELECT * FROM ledger_store.append_lock FOR UPDATE",
             "SELECT * FROM ledger_store.entries FOR SHARE",
+            # the writer widens the partial tiles in place: a reader can neither row-lock nor share-lock them
+            "SELECT * FROM ledger_store.merkle_tiles FOR KEY SHARE",
+            "LOCK TABLE ledger_store.merkle_tiles IN SHARE MODE",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(statement)
@@ -97,7 +100,7 @@ def test_a_reader_holding_every_lock_it_can_does_not_block_a_writer_login(
     with psycopg.connect(libpq_url(reader)) as conn:  # a transaction stays open until the end
         conn.execute("SELECT pg_advisory_lock(%s)", (OLD_APPEND_LOCK_KEY,))
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (OLD_APPEND_LOCK_KEY,))
-        for table in ("entries", "submissions", "merkle_nodes", "consumer_offsets", "trace_steps"):
+        for table in ("entries", "submissions", "merkle_tiles", "consumer_offsets", "trace_steps"):
             conn.execute(f"LOCK TABLE ledger_store.{table} IN ACCESS SHARE MODE")
         with LedgerStore(writer, lock_timeout="3s") as store:
             results = store.append_batch([audited("k1")], [OffsetAdvance("g", TOPIC, 0, 0, 1)])

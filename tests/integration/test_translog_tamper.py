@@ -141,7 +141,7 @@ def test_rewriting_the_tree_and_checkpoints_too_is_still_caught_by_the_exported_
     _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
     _superuser(
         migrated_database_url,
-        ("DELETE FROM ledger_store.merkle_nodes", ()),
+        ("DELETE FROM ledger_store.merkle_tiles", ()),
         ("DELETE FROM ledger_store.merkle_checkpoints", ()),
     )
     with engine.begin() as connection:
@@ -199,7 +199,7 @@ def test_after_a_re_signed_rewrite_the_range_is_possible_and_bounded_by_exported
     _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
     _superuser(
         migrated_database_url,
-        ("DELETE FROM ledger_store.merkle_nodes", ()),
+        ("DELETE FROM ledger_store.merkle_tiles", ()),
         ("DELETE FROM ledger_store.merkle_checkpoints", ()),
     )
     with engine.begin() as connection:

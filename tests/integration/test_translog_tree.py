@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,9 @@ from ledger.translog.tree import (
     TreeError,
     append_entries_to_tree,
     catch_up_tree,
+    consistency_at,
     consistency_proof_at,
+    extend_tree,
     inclusion_proof_at,
     lock_appends,
     root_at,
@@ -61,7 +64,7 @@ def _forget_tree(url: str) -> None:
     """Simulate a ledger whose entries predate the tree (as a superuser, bypassing the triggers)."""
     with psycopg.connect(libpq_url(url)) as conn, conn.transaction(), conn.cursor() as cur:
         cur.execute("SET LOCAL session_replication_role = replica")
-        cur.execute("DELETE FROM ledger_store.merkle_nodes")
+        cur.execute("DELETE FROM ledger_store.merkle_tiles")
 
 
 def _reference_leaves(entries: list[Any]) -> list[bytes]:
@@ -99,7 +102,7 @@ def test_catch_up_rebuilds_a_missing_tree_and_is_idempotent(
         assert root_at(connection, len(entries)) == root_from_leaf_hashes(_reference_leaves(entries))
 
 
-def test_appends_as_the_writer_role_extend_the_tree_with_about_two_rows_per_leaf(
+def test_appends_as_the_writer_role_extend_the_tree_in_one_partial_tile(
     migrated_database_url: str, engine: Engine
 ) -> None:
     writer = LedgerStore(migrated_database_url, role="ledger_writer")
@@ -108,10 +111,13 @@ def test_appends_as_the_writer_role_extend_the_tree_with_about_two_rows_per_leaf
     finally:
         writer.close()
     n = len(appended)
+    leaves = _reference_leaves(appended)
     with engine.connect() as connection:
-        rows = connection.execute(text("SELECT count(*) FROM ledger_store.merkle_nodes")).scalar()
-        assert rows == 2 * n - n.bit_count()
-        assert root_at(connection, n) == root_from_leaf_hashes(_reference_leaves(appended))
+        rows = connection.execute(
+            text("SELECT level, idx, width, hashes FROM ledger_store.merkle_tiles")
+        ).all()
+        assert [tuple(row) for row in rows] == [(0, 0, n, b"".join(leaves))]
+        assert root_at(connection, n) == root_from_leaf_hashes(leaves)
 
 
 def test_the_append_hook_catches_up_first_when_entries_predate_the_tree(
@@ -139,11 +145,19 @@ def test_merkle_tables_refuse_update_delete_and_truncate(ledger_store: LedgerSto
     with engine.begin() as connection:
         catch_up_tree(connection)
     for statement in (
-        "UPDATE ledger_store.merkle_nodes SET hash = hash",
-        "DELETE FROM ledger_store.merkle_nodes",
-        "TRUNCATE ledger_store.merkle_nodes",
+        "DELETE FROM ledger_store.merkle_tiles",
+        "TRUNCATE ledger_store.merkle_tiles",
     ):
         with pytest.raises(Exception, match="append-only"), engine.begin() as connection:
+            connection.execute(text(statement))
+    for statement in (
+        "UPDATE ledger_store.merkle_tiles SET hashes = hashes",  # same width
+        "UPDATE ledger_store.merkle_tiles SET hashes = substring(hashes FROM 33), width = width - 1",
+        "UPDATE ledger_store.merkle_tiles SET hashes = overlay(hashes PLACING sha256(hashes) FROM 1) "
+        "|| sha256(hashes), width = width + 1",  # grows, but rewrites the first hash
+        "UPDATE ledger_store.merkle_tiles SET idx = idx + 1",
+    ):
+        with pytest.raises(Exception, match="may only grow"), engine.begin() as connection:
             connection.execute(text(statement))
 
 
@@ -175,3 +189,40 @@ def test_models_and_migration_agree_on_the_log_tables(engine: Engine) -> None:
 def test_the_migration_downgrades_and_upgrades_again(migrated_database_url: str) -> None:
     downgrade(migrated_database_url, "0002")
     upgrade(migrated_database_url)
+
+
+def test_tiles_across_tile_and_level_boundaries_match_the_reference_tree(engine: Engine) -> None:
+    leaves = [hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(3 * 256 + 5)]
+    batches = [1, 254, 1, 300, 212, 3, 2]  # ends a tile exactly, crosses one, fills the level-1 edge
+    assert sum(batches) == len(leaves)
+    size = 0
+    for count in batches:
+        with engine.begin() as connection:
+            frontier = extend_tree(connection, leaves[size : size + count], size)
+        size += count
+        assert frontier.root() == root_from_leaf_hashes(leaves[:size])
+    with engine.connect() as connection:
+        tiles = connection.execute(
+            text("SELECT level, idx, width, hashes FROM ledger_store.merkle_tiles ORDER BY level, idx")
+        ).all()
+        full = [root_from_leaf_hashes(leaves[i : i + 256]) for i in range(0, 3 * 256, 256)]
+        assert [tuple(row) for row in tiles] == [
+            (0, 0, 256, b"".join(leaves[:256])),
+            (0, 1, 256, b"".join(leaves[256:512])),
+            (0, 2, 256, b"".join(leaves[512:768])),
+            (0, 3, 5, b"".join(leaves[768:])),
+            (1, 0, 3, b"".join(full)),
+        ]
+        assert tree_size(connection) == len(leaves)
+        for old, new in [(0, 773), (1, 256), (255, 257), (256, 512), (300, 771), (511, 773), (773, 773)]:
+            assert root_at(connection, new) == root_from_leaf_hashes(leaves[:new])
+            assert consistency_proof_at(connection, old, new) == consistency_proof(leaves, old, new)
+            assert consistency_at(connection, old, new) == (
+                root_from_leaf_hashes(leaves[:old]),
+                root_from_leaf_hashes(leaves[:new]),
+                consistency_proof(leaves, old, new),
+            )
+        for index, new in [(0, 773), (255, 256), (256, 600), (767, 768), (772, 773), (400, 512)]:
+            assert inclusion_proof_at(connection, index, new) == inclusion_proof(leaves[:new], index)
+    with pytest.raises(TreeError, match="ahead"), engine.begin() as connection:
+        extend_tree(connection, leaves[:1], 768)

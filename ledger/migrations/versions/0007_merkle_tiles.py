@@ -65,24 +65,62 @@ def _protect(table: str, *, update_trigger: str) -> None:
     op.execute(f"GRANT SELECT ON {S}.{table} TO ledger_reader")
 
 
-def _refuse(message: str) -> None:
-    raise RuntimeError(f"{message}; run `ledger verify-log` with the previous release; migration refused")
+REFUSED = "run `ledger verify-log` with the previous release; migration refused"
 
+# The checks are PL/pgSQL so that they also run in offline mode (`alembic upgrade head --sql`):
+# the generated script refuses an incomplete tree itself instead of the generator skipping the check.
+CHECK_NODES_COMPLETE = f"""
+DO $$
+DECLARE
+    leaves bigint;
+    lvl int;
+    found bigint;
+    last_idx bigint;
+BEGIN
+    SELECT count(*) INTO leaves FROM {NODES} WHERE level = 0;
+    FOR lvl IN 0..{MAX_NODE_LEVEL} BY 8 LOOP
+        SELECT count(*), coalesce(max(idx), -1) INTO found, last_idx FROM {NODES} WHERE level = lvl;
+        IF found <> (leaves >> lvl) OR last_idx <> found - 1 THEN
+            RAISE EXCEPTION 'merkle_nodes level % holds % nodes up to idx %, not %; {REFUSED}',
+                lvl, found, last_idx, leaves >> lvl;
+        END IF;
+    END LOOP;
+END
+$$;
+"""
 
-def _check_nodes_complete(bind: sa.Connection) -> None:
-    """Levels 0, 8, 16, … of ``merkle_nodes`` must be contiguous from 0 and match the leaf count."""
-    rows = bind.execute(
-        sa.text(
-            f"SELECT level, count(*), coalesce(max(idx), -1) FROM {NODES} "
-            "WHERE mod(level, 8) = 0 GROUP BY level ORDER BY level"
-        )
-    ).all()
-    counts = {int(level): (int(count), int(last)) for level, count, last in rows}
-    leaves = counts.get(0, (0, -1))[0]
-    for level in range(0, MAX_NODE_LEVEL + 1, 8):
-        count, last = counts.get(level, (0, -1))
-        if count != leaves >> level or last != count - 1:
-            _refuse(f"merkle_nodes level {level} holds {count} nodes up to idx {last}, not {leaves >> level}")
+REBUILD_NODES = f"""
+DO $$
+DECLARE
+    lvl int;
+    added bigint;
+    differing bigint;
+    stored bigint;
+    rebuilt bigint;
+BEGIN
+    INSERT INTO {NODES} (level, idx, hash)
+    SELECT 0, t.idx * 256 + g, substring(t.hashes FROM g * 32 + 1 FOR 32)
+    FROM {TILES} t CROSS JOIN LATERAL generate_series(0, t.width - 1) AS g WHERE t.level = 0;
+    FOR lvl IN 1..{MAX_NODE_LEVEL} LOOP
+        INSERT INTO {NODES} (level, idx, hash)
+        SELECT lvl, a.idx / 2, sha256(decode('01', 'hex') || a.hash || b.hash)
+        FROM {NODES} a JOIN {NODES} b ON b.level = a.level AND b.idx = a.idx + 1
+        WHERE a.level = lvl - 1 AND mod(a.idx, 2) = 0;
+        GET DIAGNOSTICS added = ROW_COUNT;
+        EXIT WHEN added = 0;
+    END LOOP;
+    SELECT count(*) INTO differing
+    FROM {TILES} t CROSS JOIN LATERAL generate_series(0, t.width - 1) AS g
+    LEFT JOIN {NODES} n ON n.level = t.level * 8 AND n.idx = t.idx * 256 + g
+    WHERE n.hash IS DISTINCT FROM substring(t.hashes FROM g * 32 + 1 FOR 32);
+    SELECT coalesce(sum(width), 0) INTO stored FROM {TILES};
+    SELECT count(*) INTO rebuilt FROM {NODES} WHERE mod(level, 8) = 0;
+    IF differing <> 0 OR stored <> rebuilt THEN
+        RAISE EXCEPTION '% tile hashes differ from the nodes rebuilt from the leaves; {REFUSED}', differing;
+    END IF;
+END
+$$;
+"""
 
 
 def upgrade() -> None:
@@ -112,8 +150,7 @@ def upgrade() -> None:
     _protect("merkle_tiles", update_trigger="DELETE")
     op.execute(f"GRANT SELECT, INSERT, UPDATE ON {TILES} TO ledger_writer")
 
-    bind = op.get_bind()
-    _check_nodes_complete(bind)
+    op.execute(CHECK_NODES_COMPLETE)
     op.execute(
         f"INSERT INTO {TILES} (level, idx, width, hashes) "
         "SELECT level / 8, idx >> 8, count(*), string_agg(hash, ''::bytea ORDER BY idx) "
@@ -138,37 +175,6 @@ def downgrade() -> None:
     _protect("merkle_nodes", update_trigger="UPDATE OR DELETE")
     op.execute(f"GRANT SELECT, INSERT ON {NODES} TO ledger_writer")
 
-    bind = op.get_bind()
-    bind.execute(
-        sa.text(
-            f"INSERT INTO {NODES} (level, idx, hash) "
-            "SELECT 0, t.idx * 256 + g, substring(t.hashes FROM g * 32 + 1 FOR 32) "
-            f"FROM {TILES} t CROSS JOIN LATERAL generate_series(0, t.width - 1) AS g WHERE t.level = 0"
-        )
-    )
-    for level in range(1, MAX_NODE_LEVEL + 1):
-        added = bind.execute(
-            sa.text(
-                f"INSERT INTO {NODES} (level, idx, hash) "
-                "SELECT :level, a.idx / 2, sha256(decode('01', 'hex') || a.hash || b.hash) "
-                f"FROM {NODES} a JOIN {NODES} b ON b.level = a.level AND b.idx = a.idx + 1 "
-                "WHERE a.level = :level - 1 AND mod(a.idx, 2) = 0"
-            ),
-            {"level": level},
-        ).rowcount
-        if not added:
-            break
-    differing = bind.execute(
-        sa.text(
-            "SELECT count(*) FROM "
-            f"{TILES} t CROSS JOIN LATERAL generate_series(0, t.width - 1) AS g "
-            f"LEFT JOIN {NODES} n ON n.level = t.level * 8 AND n.idx = t.idx * 256 + g "
-            "WHERE n.hash IS DISTINCT FROM substring(t.hashes FROM g * 32 + 1 FOR 32)"
-        )
-    ).scalar_one()
-    stored = bind.execute(sa.text(f"SELECT coalesce(sum(width), 0) FROM {TILES}")).scalar_one()
-    rebuilt = bind.execute(sa.text(f"SELECT count(*) FROM {NODES} WHERE mod(level, 8) = 0")).scalar_one()
-    if differing or stored != rebuilt:
-        _refuse(f"{differing} tile hashes differ from the nodes rebuilt from the leaves")
+    op.execute(REBUILD_NODES)
     op.drop_table("merkle_tiles", schema=S)
     op.execute(f"DROP FUNCTION {S}.merkle_tiles_extend_only()")

@@ -25,6 +25,7 @@ from itertools import repeat
 from multiprocessing import get_context
 from typing import Any, Literal
 
+import orjson
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
@@ -32,9 +33,9 @@ from engine.auditor import AuditorAgent
 from engine.envelope_inputs import decode_stored_inputs
 from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
-from engine.pipeline import run_pipeline
+from engine.pipeline import PipelineResult, run_pipeline
 from engine.version import ENGINE_VERSION
-from ledger.replay.compare import Difference, StoredArtifacts, compare_run
+from ledger.replay.compare import Difference, StoredArtifacts, compare_run, whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import submission_draft
@@ -113,6 +114,38 @@ def _load(text: str | None, kind: str) -> dict[str, Any]:
     return value
 
 
+_COMPARED_KINDS = ("submission.received", "audit.completed", "verdict.issued")
+
+
+def _identical_fast(case: ReplayCase) -> PipelineResult | None:
+    """The pipeline result when the submission replays identically, judged from stored texts only.
+
+    The received payload is parsed with orjson, which reads integers beyond 64 bits as floats; an
+    identical verdict still proves the parse exact, since the payload rebuilt from the parsed value
+    re-emits every value as the stored text holds it (a float where the text holds digits would
+    differ). Any other outcome (None) is decided by the exact path, :func:`_replay_exact`.
+    """
+    texts = {
+        "submission.received": case.received,
+        "audit.completed": case.audit,
+        "verdict.issued": case.verdict,
+    }
+    if case.received is None:
+        return None
+    try:
+        received = orjson.loads(case.received)
+        if not isinstance(received, dict):
+            return None
+        decoded = decode_stored_inputs(received)
+        result = run_pipeline(
+            decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle, auditor=_AUDITOR, judge=_JUDGE
+        )
+        draft = submission_draft(decoded, result, None)
+    except Exception:  # whatever fails here, the exact path fails the same way and says why
+        return None
+    return result if whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft) else None
+
+
 def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
     """Replay one stored submission (pure apart from ``live`` reasoning calls)."""
     failed = SubmissionReplay(
@@ -125,6 +158,17 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
         head_stream_seq=case.head_stream_seq,
         reasoning=tuple(replay_reasoning(seq, text, live=live) for seq, text in case.reasoning),
     )
+    fast = _identical_fast(case)
+    if fast is not None:
+        status: ReplayStatus = (
+            "version_drift" if case.recorded_engine_version != fast.engine_version else "identical"
+        )
+        return replace(failed, status=status, por_root=fast.roots.por_root)
+    return _replay_exact(case, failed)
+
+
+def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionReplay:
+    """Every stored payload parsed exactly, the whole comparison: where the fast path gives up."""
     try:
         received = _load(case.received, "submission.received")
         stored = StoredArtifacts(
@@ -137,11 +181,7 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
             step_texts=case.step_texts,
             payload_texts={
                 kind: text
-                for kind, text in (
-                    ("submission.received", case.received),
-                    ("audit.completed", case.audit),
-                    ("verdict.issued", case.verdict),
-                )
+                for kind, text in zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True)
                 if text is not None
             },
         )

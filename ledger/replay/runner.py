@@ -40,7 +40,7 @@ from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoni
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import submission_draft
 from ledger.store.hashing import canonical_text
-from ledger.store.read import auto_jobs, snapshot
+from ledger.store.read import auto_jobs, read_ahead, snapshot
 
 __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
 
@@ -302,9 +302,9 @@ class ReplayReport:
 
 
 def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Iterator[SubmissionReplay]:
-    """Outcomes in ledger order; with workers, page k is replayed while page k+1 is read."""
+    """Outcomes in ledger order; page k is replayed (inline or by workers) while page k+1 is read."""
     if jobs <= 1:
-        for page in pages:
+        for page in read_ahead(iter(pages)):
             for case in page:
                 yield replay_case(case, live)
         return

@@ -308,7 +308,9 @@ def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Itera
             for case in page:
                 yield replay_case(case, live)
         return
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("forkserver")) as pool:
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         pending: Iterator[SubmissionReplay] | None = None
         for page in pages:
             chunk = max(1, len(page) // (jobs * 4))

@@ -78,7 +78,9 @@ def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) ->
     if not _SNAPSHOT_ID.fullmatch(snapshot_id):
         raise ValueError(f"unexpected snapshot id {snapshot_id!r}")
     starts = page_starts(conn, page_size)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("forkserver")) as pool:
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         tasks = [pool.submit(check_page, url, snapshot_id, after, page_size) for after in starts]
         for task in tasks:
             yield task.result()

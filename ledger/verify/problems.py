@@ -88,24 +88,25 @@ def top_level_value(text: str, key: str) -> Any:
 
 
 _SORTED = orjson.OPT_SORT_KEYS
-_DIGITS = frozenset(b"0123456789")
+_DIGITS = frozenset("0123456789")
 
 
-def _plain_orjson_is_canonical(data: bytes) -> bool:
-    """Is ``data``, orjson's sorted output of a parsed JSON value, that value's canonical form?
+def _plain_orjson_is_canonical(text: str) -> bool:
+    """Is ``text``, orjson's sorted output of a parsed JSON value, that value's canonical form?
 
     The conditions of :func:`engine.canonical.canonical_bytes`' fast path, judged on the output: no
     ``null`` (the canonical form drops None members) and no token orjson formats unlike Python's
     repr (``0.0000``, a digit before ``e-``). Both are conservative: False sends the value to
-    :func:`canonical_bytes`, which decides.
+    :func:`canonical_bytes`, which decides. (Searched in the str: twice as fast as in its UTF-8
+    bytes, and the same answer, since no multi-byte UTF-8 sequence holds an ASCII byte.)
     """
-    if b"null" in data or b"0.0000" in data:
+    if "null" in text or "0.0000" in text:
         return False
-    at = data.find(b"e-", 1)
+    at = text.find("e-", 1)
     while at > 0:
-        if data[at - 1] in _DIGITS:
+        if text[at - 1] in _DIGITS:
             return False
-        at = data.find(b"e-", at + 2)
+        at = text.find("e-", at + 2)
     return True
 
 
@@ -138,7 +139,7 @@ def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[
     data = text.encode("utf-8")
     try:
         value = orjson.loads(data)
-        if _sorted_orjson(value) == data and _plain_orjson_is_canonical(data):
+        if _sorted_orjson(value) == data and _plain_orjson_is_canonical(text):
             return value, True, _pieces(value, _sorted_orjson) if split else {}
         canonical = canonical_bytes(value) == data
     except (orjson.JSONDecodeError, orjson.JSONEncodeError, ValueError):

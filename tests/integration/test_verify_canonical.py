@@ -56,6 +56,7 @@ def test_payloads_with_a_null_inside_an_object_are_not_canonical() -> None:
     assert parse_canonical('{"x":1e-05}')[1] is True
     assert parse_canonical('{"b":1,"a":2}')[1] is False
 
+
 PRESENT = VALUES.filter(lambda value: value is not None)  # a None member is dropped, not a part
 
 

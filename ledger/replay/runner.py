@@ -4,7 +4,9 @@ For each selected audited submission, in ledger order: decode the canonical Prom
 EvidenceBundle of its ``submission.received`` entry with the consumer's validation
 (:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
 compare every step, step hash, the verdict, the roots and the other committed payload parts with
-the stored step rows and entries (:mod:`ledger.replay.compare`). Recorded LLM exchanges of
+the stored step rows and entries (:mod:`ledger.replay.compare`). The common case is settled first
+from texts alone: when every stored payload equals the one the draft builder rebuilds, and every
+step row its replayed step, the submission is identical and nothing else is parsed. Recorded LLM exchanges of
 ``reasoning.verified`` entries are replayed too (:mod:`ledger.replay.reasoning`).
 
 Statuses: ``identical``; ``diverged`` (same engine version, something differs: nondeterminism or
@@ -125,13 +127,9 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
     re-emits every value as the stored text holds it (a float where the text holds digits would
     differ). Any other outcome (None) is decided by the exact path, :func:`_replay_exact`.
     """
-    texts = {
-        "submission.received": case.received,
-        "audit.completed": case.audit,
-        "verdict.issued": case.verdict,
-    }
     if case.received is None:
         return None
+    texts = dict(zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True))
     try:
         received = orjson.loads(case.received)
         if not isinstance(received, dict):

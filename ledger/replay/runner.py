@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from multiprocessing import get_context
 from typing import Any, Literal
 
@@ -309,15 +308,42 @@ def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Itera
     context = get_context("forkserver")
     context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        pending: Iterator[SubmissionReplay] | None = None
+        pending: list[_Chunk] | None = None
         for page in pages:
-            chunk = max(1, len(page) // (jobs * 4))
-            submitted = pool.map(replay_case, page, repeat(live), chunksize=chunk)
+            size = max(1, len(page) // (jobs * 4))
+            submitted = [
+                _Chunk(
+                    page[first : first + size], pool.submit(_replay_chunk, page[first : first + size], live)
+                )
+                for first in range(0, len(page), size)
+            ]
             if pending is not None:
-                yield from pending
+                yield from _collected(pending, live)
             pending = submitted
         if pending is not None:
-            yield from pending
+            yield from _collected(pending, live)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    cases: list[ReplayCase]
+    outcomes: Future[list[SubmissionReplay]]
+
+
+def _replay_chunk(cases: list[ReplayCase], live: bool) -> list[SubmissionReplay]:
+    return [replay_case(case, live) for case in cases]
+
+
+def _collected(chunks: list[_Chunk], live: bool) -> Iterator[SubmissionReplay]:
+    """The chunks' outcomes in order; while the next chunk is not done, this process replays chunks
+    from the end of the list that no worker has taken yet (so the workers' start is not time lost)."""
+    inline: dict[int, list[SubmissionReplay]] = {}
+    taken = len(chunks)  # chunks[taken:] were cancelled and replayed here
+    for index, chunk in enumerate(chunks):
+        while index < taken - 1 and not chunk.outcomes.done() and chunks[taken - 1].outcomes.cancel():
+            taken -= 1
+            inline[taken] = _replay_chunk(chunks[taken].cases, live)
+        yield from inline.pop(index) if index >= taken else chunk.outcomes.result()
 
 
 def run_replay(

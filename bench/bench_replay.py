@@ -19,7 +19,7 @@ Then, timed (wall clock and CPU seconds of this process; worker CPU is not in th
   extended unsigned here): verified entries/s and steps/s.
 
 The machine's load average is printed before and after: on a shared machine the wall-clock
-figures fall with it, the per-CPU-second figure (jobs 1 only) much less.
+figures fall with it, the per-CPU-second figures (jobs 1 only: workers' CPU is elsewhere) much less.
 """
 
 from __future__ import annotations
@@ -95,16 +95,19 @@ def timed(work: Any) -> tuple[Any, float]:
     return result, time.process_time() - cpu
 
 
-def figures(label: str, summary: dict[str, Any], cpu: float) -> None:
-    """One result line: wall-clock rates, and per CPU-second of this process when it did the work."""
+def figures(label: str, summary: dict[str, Any], cpu: float, in_process: bool) -> None:
+    """One result line: wall-clock rates, and per CPU-second of this process when it did the work
+    (``in_process``: one job; its read-ahead thread is in this process too)."""
     wall = summary["elapsed_seconds"]
     line = f"{label}: {summary['submissions']:,} submissions, {summary['steps']:,} steps"
     rates = f"{summary['steps'] / wall:,.0f} steps/s, {summary['submissions'] / wall:,.0f} submissions/s"
     if "entries" in summary:
         line += f", {summary['entries']:,} entries"
         rates = f"{summary['entries'] / wall:,.0f} entries/s, {rates}"
-    if cpu > wall / 2:  # the work ran in this process: CPU time says what a free core would do
+    if in_process:  # CPU time says what a free core would do, whatever the machine's load
         rates += f"; {summary['steps'] / cpu:,.0f} steps per CPU-second of this process"
+        if "entries" in summary:
+            rates += f" ({summary['entries'] / cpu:,.0f} entries)"
     print(f"{line} in {wall:.2f}s -> {rates}")
 
 
@@ -122,6 +125,7 @@ def bench(url: str, args: argparse.Namespace) -> None:
             f"replay --jobs {jobs} ({report.summary()['identical_percent']}% identical)",
             report.summary(),
             cpu,
+            jobs == 1,
         )
     for jobs in args.jobs:
         verified, cpu = timed(lambda j=jobs: run_verify(engine, translog=False, jobs=j))
@@ -130,6 +134,7 @@ def bench(url: str, args: argparse.Namespace) -> None:
             f"verify --no-translog --jobs {jobs}",
             verified.summary(),
             cpu,
+            jobs == 1,
         )
     from ledger.translog.tree import catch_up_tree
 
@@ -141,6 +146,7 @@ def bench(url: str, args: argparse.Namespace) -> None:
         f"verify with translog --jobs {args.jobs[0]}",
         verified.summary(),
         cpu,
+        args.jobs[0] == 1,
     )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     engine.dispose()

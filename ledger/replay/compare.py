@@ -34,7 +34,7 @@ from engine.sentinel import ReplaySnapshot, replay_compare
 from ledger.store.hashing import canonical_text, text_sha256
 from ledger.store.records import SubmissionDraft
 
-__all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run"]
+__all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run", "whole_run_identical"]
 
 MAX_DIFF_LINES = 200
 Status = Literal["identical", "diverged", "version_drift"]
@@ -197,18 +197,39 @@ def payload_differences(stored: StoredArtifacts, draft: SubmissionDraft) -> list
     return differing
 
 
-def _steps_identical(stored: StoredArtifacts, result: PipelineResult) -> bool:
-    if list(stored.step_hashes) != result.step_hashes or len(stored.step_texts) != len(result.step_hashes):
+def _steps_identical(step_hashes: Sequence[str], step_texts: Sequence[str], result: PipelineResult) -> bool:
+    if list(step_hashes) != result.step_hashes or len(step_texts) != len(result.step_hashes):
         return False
-    return all(
-        text_sha256(text) == value for text, value in zip(stored.step_texts, result.step_hashes, strict=True)
-    )
+    return all(text_sha256(text) == value for text, value in zip(step_texts, result.step_hashes, strict=True))
+
+
+def whole_run_identical(
+    payload_texts: Mapping[str, str | None],
+    step_hashes: Sequence[str],
+    step_texts: Sequence[str],
+    result: PipelineResult,
+    draft: SubmissionDraft,
+) -> bool:
+    """The fast verdict of :func:`compare_run`, from stored texts alone (nothing parsed): True when
+    every stored payload text equals the text the draft builder makes for it (the consumer's
+    spliced canonical text when it made one) and every step row matches.
+
+    False says nothing about where the difference is: :func:`compare_run` then finds it.
+    """
+    rebuilt = {entry.kind: entry for entry in draft.entries if entry.kind in payload_texts}
+    for kind, text in payload_texts.items():
+        entry = rebuilt.get(kind)
+        if text is None or entry is None:
+            return False
+        if text != (entry.canonical if entry.canonical is not None else canonical_text(entry.payload)):
+            return False
+    return _steps_identical(step_hashes, step_texts, result)
 
 
 def compare_run(stored: StoredArtifacts, result: PipelineResult, draft: SubmissionDraft) -> Outcome:
     """Compare ``stored`` with ``result`` and its ``draft``; see the module docstring for what and in which order."""
     whole = payload_differences(stored, draft)
-    if not whole and _steps_identical(stored, result):
+    if not whole and _steps_identical(stored.step_hashes, stored.step_texts, result):
         status: Status = "version_drift" if stored.engine_version != result.engine_version else "identical"
         return Outcome(status=status, differing=(), first=None)
     verdict_value = stored.verdict.get("verdict")

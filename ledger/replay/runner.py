@@ -4,7 +4,9 @@ For each selected audited submission, in ledger order: decode the canonical Prom
 EvidenceBundle of its ``submission.received`` entry with the consumer's validation
 (:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
 compare every step, step hash, the verdict, the roots and the other committed payload parts with
-the stored step rows and entries (:mod:`ledger.replay.compare`). Recorded LLM exchanges of
+the stored step rows and entries (:mod:`ledger.replay.compare`). The common case is settled first
+from texts alone: when every stored payload equals the one the draft builder rebuilds, and every
+step row its replayed step, the submission is identical and nothing else is parsed. Recorded LLM exchanges of
 ``reasoning.verified`` entries are replayed too (:mod:`ledger.replay.reasoning`).
 
 Statuses: ``identical``; ``diverged`` (same engine version, something differs: nondeterminism or
@@ -19,12 +21,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from multiprocessing import get_context
 from typing import Any, Literal
 
+import orjson
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
@@ -32,14 +34,14 @@ from engine.auditor import AuditorAgent
 from engine.envelope_inputs import decode_stored_inputs
 from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
-from engine.pipeline import run_pipeline
+from engine.pipeline import PipelineResult, run_pipeline
 from engine.version import ENGINE_VERSION
-from ledger.replay.compare import Difference, StoredArtifacts, compare_run
+from ledger.replay.compare import Difference, StoredArtifacts, compare_run, whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import submission_draft
 from ledger.store.hashing import canonical_text
-from ledger.store.read import auto_jobs, snapshot
+from ledger.store.read import auto_jobs, read_ahead, snapshot
 
 __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
 
@@ -113,6 +115,34 @@ def _load(text: str | None, kind: str) -> dict[str, Any]:
     return value
 
 
+_COMPARED_KINDS = ("submission.received", "audit.completed", "verdict.issued")
+
+
+def _identical_fast(case: ReplayCase) -> PipelineResult | None:
+    """The pipeline result when the submission replays identically, judged from stored texts only.
+
+    The received payload is parsed with orjson, which reads integers beyond 64 bits as floats; an
+    identical verdict still proves the parse exact, since the payload rebuilt from the parsed value
+    re-emits every value as the stored text holds it (a float where the text holds digits would
+    differ). Any other outcome (None) is decided by the exact path, :func:`_replay_exact`.
+    """
+    if case.received is None:
+        return None
+    texts = dict(zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True))
+    try:
+        received = orjson.loads(case.received)
+        if not isinstance(received, dict):
+            return None
+        decoded = decode_stored_inputs(received)
+        result = run_pipeline(
+            decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle, auditor=_AUDITOR, judge=_JUDGE
+        )
+        draft = submission_draft(decoded, result, None)
+    except Exception:  # whatever fails here, the exact path fails the same way and says why
+        return None
+    return result if whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft) else None
+
+
 def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
     """Replay one stored submission (pure apart from ``live`` reasoning calls)."""
     failed = SubmissionReplay(
@@ -125,6 +155,17 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
         head_stream_seq=case.head_stream_seq,
         reasoning=tuple(replay_reasoning(seq, text, live=live) for seq, text in case.reasoning),
     )
+    fast = _identical_fast(case)
+    if fast is not None:
+        status: ReplayStatus = (
+            "version_drift" if case.recorded_engine_version != fast.engine_version else "identical"
+        )
+        return replace(failed, status=status, por_root=fast.roots.por_root)
+    return _replay_exact(case, failed)
+
+
+def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionReplay:
+    """Every stored payload parsed exactly, the whole comparison: where the fast path gives up."""
     try:
         received = _load(case.received, "submission.received")
         stored = StoredArtifacts(
@@ -137,11 +178,7 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
             step_texts=case.step_texts,
             payload_texts={
                 kind: text
-                for kind, text in (
-                    ("submission.received", case.received),
-                    ("audit.completed", case.audit),
-                    ("verdict.issued", case.verdict),
-                )
+                for kind, text in zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True)
                 if text is not None
             },
         )
@@ -262,22 +299,51 @@ class ReplayReport:
 
 
 def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Iterator[SubmissionReplay]:
-    """Outcomes in ledger order; with workers, page k is replayed while page k+1 is read."""
+    """Outcomes in ledger order; page k is replayed (inline or by workers) while page k+1 is read."""
     if jobs <= 1:
-        for page in pages:
+        for page in read_ahead(iter(pages)):
             for case in page:
                 yield replay_case(case, live)
         return
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("forkserver")) as pool:
-        pending: Iterator[SubmissionReplay] | None = None
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        pending: list[_Chunk] | None = None
         for page in pages:
-            chunk = max(1, len(page) // (jobs * 4))
-            submitted = pool.map(replay_case, page, repeat(live), chunksize=chunk)
+            size = max(1, len(page) // (jobs * 4))
+            submitted = [
+                _Chunk(
+                    page[first : first + size], pool.submit(_replay_chunk, page[first : first + size], live)
+                )
+                for first in range(0, len(page), size)
+            ]
             if pending is not None:
-                yield from pending
+                yield from _collected(pending, live)
             pending = submitted
         if pending is not None:
-            yield from pending
+            yield from _collected(pending, live)
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    cases: list[ReplayCase]
+    outcomes: Future[list[SubmissionReplay]]
+
+
+def _replay_chunk(cases: list[ReplayCase], live: bool) -> list[SubmissionReplay]:
+    return [replay_case(case, live) for case in cases]
+
+
+def _collected(chunks: list[_Chunk], live: bool) -> Iterator[SubmissionReplay]:
+    """The chunks' outcomes in order; while the next chunk is not done, this process replays chunks
+    from the end of the list that no worker has taken yet (so the workers' start is not time lost)."""
+    inline: dict[int, list[SubmissionReplay]] = {}
+    taken = len(chunks)  # chunks[taken:] were cancelled and replayed here
+    for index, chunk in enumerate(chunks):
+        while index < taken - 1 and not chunk.outcomes.done() and chunks[taken - 1].outcomes.cancel():
+            taken -= 1
+            inline[taken] = _replay_chunk(chunks[taken].cases, live)
+        yield from inline.pop(index) if index >= taken else chunk.outcomes.result()
 
 
 def run_replay(

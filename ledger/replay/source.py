@@ -1,9 +1,9 @@
 """Reading what replay needs from the ledger: a consistent snapshot, paged, three queries per page.
 
 Submissions are selected in ledger order (the ``global_seq`` of their ``submission.received``
-entry, through the partial index on ``(kind, global_seq)``); each page then loads the payloads of
-the non-step entries and the stored step rows of all its submissions with ``= ANY(...)``, never
-one round trip per row. The trace.step entry payloads are not read: the step rows hold the
+entry, through the partial index on ``(kind, global_seq)``); each page then loads the non-step
+entries (as :class:`~ledger.store.records.LedgerEntry`, through the store's column list) and the
+stored step rows of all its submissions with ``= ANY(...)``, never one round trip per row. The trace.step entry payloads are not read: the step rows hold the
 canonical steps and their hashes (``ledger verify`` checks that rows and entries agree).
 """
 
@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
+
+from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_TEXT_COLUMNS, LedgerEntry
 
 __all__ = [
     "ReplayCase",
@@ -74,7 +76,6 @@ class ReplayCase:
     audit: str | None = None
     verdict: str | None = None
     reasoning: tuple[tuple[int, str], ...] = ()
-    step_indexes: tuple[int, ...] = ()
     step_ids: tuple[str, ...] = ()
     step_hashes: tuple[str, ...] = ()
     step_texts: tuple[str, ...] = ()
@@ -143,52 +144,61 @@ def count_selected(conn: Connection[Any], selection: ReplaySelection) -> tuple[i
 
 def _load_page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[ReplayCase]:
     ids = [head[1] for head in heads]
-    payloads: dict[str, dict[str, Any]] = {sid: {"versions": {}, "reasoning": [], "head": 0} for sid in ids}
-    rows = conn.execute(
-        "SELECT submission_id, kind, global_seq, stream_seq, engine_version, "
-        "CASE WHEN kind = 'replay.verified' THEN NULL ELSE payload_canonical END FROM ledger_store.entries "
+    entries: dict[str, list[LedgerEntry]] = {sid: [] for sid in ids}
+    for row in conn.execute(
+        f"SELECT {PAYLOAD_ENTRY_COLUMNS} FROM ledger_store.entries "
         "WHERE submission_id = ANY(%(ids)s) AND kind = ANY(%(kinds)s) ORDER BY global_seq",
         {"ids": ids, "kinds": _REPLAYED_KINDS},
-    ).fetchall()
-    for submission_id, kind, global_seq, stream_seq, engine_version, text in rows:
-        slot = payloads[submission_id]
-        slot["head"] = max(slot["head"], int(stream_seq))
-        if kind == "replay.verified":
-            continue
-        if kind == "reasoning.verified":
-            slot["reasoning"].append((int(global_seq), text))
-            continue
-        slot["versions"].setdefault(kind, engine_version)
-        slot.setdefault(kind, text)
+    ).fetchall():
+        entries[row[1]].append(LedgerEntry(*row))
     steps: dict[str, list[tuple[Any, ...]]] = {sid: [] for sid in ids}
     for row in conn.execute(
-        "SELECT submission_id, step_index, step_id, step_hash, canonical_step FROM ledger_store.trace_steps "
+        f"SELECT {STEP_TEXT_COLUMNS} FROM ledger_store.trace_steps "
         "WHERE submission_id = ANY(%(ids)s) ORDER BY submission_id, step_index",
         {"ids": ids},
-    ):
+    ).fetchall():
         steps[row[0]].append(row)
-    cases = []
-    for first_seq, submission_id, market_id, engine_version in heads:
-        slot, rows_of = payloads[submission_id], steps[submission_id]
-        cases.append(
-            ReplayCase(
-                submission_id=submission_id,
-                market_id=market_id,
-                first_seq=int(first_seq),
-                submission_engine_version=engine_version,
-                head_stream_seq=slot["head"],
-                entry_versions=dict(slot["versions"]),
-                received=slot.get("submission.received"),
-                audit=slot.get("audit.completed"),
-                verdict=slot.get("verdict.issued"),
-                reasoning=tuple(slot["reasoning"]),
-                step_indexes=tuple(int(r[1]) for r in rows_of),
-                step_ids=tuple(r[2] for r in rows_of),
-                step_hashes=tuple(r[3] for r in rows_of),
-                step_texts=tuple(r[4] for r in rows_of),
-            )
+    return [
+        _case(
+            first_seq, submission_id, market_id, engine_version, entries[submission_id], steps[submission_id]
         )
-    return cases
+        for first_seq, submission_id, market_id, engine_version in heads
+    ]
+
+
+def _case(
+    first_seq: int,
+    submission_id: str,
+    market_id: str | None,
+    engine_version: str,
+    entries: list[LedgerEntry],
+    steps: list[tuple[Any, ...]],
+) -> ReplayCase:
+    """One submission's case from its entries (ledger order) and step rows (:data:`STEP_TEXT_COLUMNS`)."""
+    texts: dict[str, str] = {}
+    versions: dict[str, str] = {}
+    reasoning = []
+    for entry in entries:
+        if entry.kind == "reasoning.verified":
+            reasoning.append((entry.global_seq, entry.payload_canonical))
+        elif entry.kind != "replay.verified":
+            versions.setdefault(entry.kind, entry.engine_version)
+            texts.setdefault(entry.kind, entry.payload_canonical)
+    return ReplayCase(
+        submission_id=submission_id,
+        market_id=market_id,
+        first_seq=first_seq,
+        submission_engine_version=engine_version,
+        head_stream_seq=max((entry.stream_seq for entry in entries), default=0),
+        entry_versions=versions,
+        received=texts.get("submission.received"),
+        audit=texts.get("audit.completed"),
+        verdict=texts.get("verdict.issued"),
+        reasoning=tuple(reasoning),
+        step_ids=tuple(row[2] for row in steps),
+        step_hashes=tuple(row[3] for row in steps),
+        step_texts=tuple(row[4] for row in steps),
+    )
 
 
 def iter_replay_pages(

@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from psycopg import Connection, IsolationLevel
 from sqlalchemy import Engine
 
-__all__ = ["auto_jobs", "snapshot"]
+__all__ = ["auto_jobs", "read_ahead", "snapshot"]
+
+_Item = TypeVar("_Item")
 
 
 @contextlib.contextmanager
@@ -39,3 +42,27 @@ def auto_jobs(submissions: int, minimum: int) -> int:
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(8, cpus))
+
+
+def read_ahead(items: Iterator[_Item]) -> Iterator[_Item]:
+    """``items`` in order, the next one read in a thread while the caller works on the current one.
+
+    For page readers: the database decompresses and sends page k+1 while page k is checked (the
+    socket wait releases the GIL). Only the one reader thread advances ``items``; closing this
+    iterator early waits for the read under way, so the connection is idle when the caller's
+    transaction ends.
+    """
+
+    def following() -> list[_Item]:
+        for item in items:  # one step of the iterator: [item], or [] at its end
+            return [item]
+        return []
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead") as reader:
+        pending = reader.submit(following)
+        while True:
+            current = pending.result()
+            if not current:
+                return
+            pending = reader.submit(following)
+            yield current[0]

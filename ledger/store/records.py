@@ -339,3 +339,10 @@ class SubmissionRecord:
     appended_at: datetime | None
     entries: tuple[LedgerEntry, ...]
     steps: tuple[StoredStep, ...]
+
+
+# -- Column lists for replay and verify, which read many rows and none of their clock values --------
+PAYLOAD_ENTRY_COLUMNS = f"{STORED_ENTRY_COLUMNS}, payload_canonical"
+"""A :class:`LedgerEntry` without ``appended_at`` (the record's default None)."""
+STEP_TEXT_COLUMNS = "submission_id, step_index, step_id, step_hash, canonical_step"
+"""What a step row commits to and its text: the leading fields of :class:`StoredStep` that replay compares."""

@@ -43,7 +43,7 @@ class _Checker(RootChecks):
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
         self.recomputed_por: list[str] = []
-        self.step_texts = [row.canonical_step for row in group.steps]
+        self.step_leaves = [text_sha256(row.canonical_step) for row in group.steps]  # hashed once
 
     def report(self, code: str, message: str, **where: Any) -> Problem:
         problem = Problem(
@@ -199,7 +199,7 @@ class _Checker(RootChecks):
                 if isinstance(header_hashes, list) and position < len(header_hashes)
                 else None
             )
-            if self.step(row, committed, header_hash):
+            if self.step(row, committed, header_hash, self.step_leaves[position]):
                 broken.append(position)
         for seq in sorted(set(self.step_entries) - paired):
             self.parse_payload(*self.step_entries[seq])
@@ -237,9 +237,10 @@ class _Checker(RootChecks):
         payload = self.parse_payload(entry, where)
         return payload if isinstance(payload, dict) else {}
 
-    def step(self, row: StoredStep, committed: dict[str, Any] | None, header_hash: Any) -> bool:
-        """Check one row; True when something is wrong with it."""
-        text_hash = text_sha256(row.canonical_step)
+    def step(
+        self, row: StoredStep, committed: dict[str, Any] | None, header_hash: Any, text_hash: str
+    ) -> bool:
+        """Check one row (``text_hash``: the SHA-256 of its text); True when something is wrong with it."""
         details: dict[str, Any] = {"recomputed": text_hash, "step_hash_column": row.step_hash}
         code = message = None
         if committed is None:

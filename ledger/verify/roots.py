@@ -16,7 +16,6 @@ from typing import Any
 
 from engine.canonical import canonical_bytes
 from engine.sentinel import Challenge, ChallengeKind, MerkleProofPacket, make_challenge
-from ledger.store.hashing import text_sha256
 from ledger.verify.problems import Problem, cournot_root_hex, is_hex32, sha256_hex
 
 __all__ = ["COMPONENTS", "RootChecks"]
@@ -34,7 +33,7 @@ class RootChecks:
     claimed_roots: dict[str, Any]
     bundle_root: str | None
     recomputed_por: list[str]
-    step_texts: list[str]
+    step_leaves: list[str]
 
     def report(self, code: str, message: str, **where: Any) -> Problem:
         """Record a problem (implemented by the checker)."""
@@ -77,7 +76,7 @@ class RootChecks:
             self.report("inputs_invalid", f"a stored input or the verdict has no canonical form: {exc}")
             return
         evidence_leaves = [sha256_hex(data) for data in item_bytes]
-        step_leaves = [text_sha256(text) for text in self.step_texts]
+        step_leaves = self.step_leaves  # the SHA-256 of each stored canonical step
         components = [
             prompt_hash,
             cournot_root_hex(evidence_leaves),

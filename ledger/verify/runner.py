@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from engine.version import ENGINE_VERSION
-from ledger.store.read import auto_jobs, snapshot
+from ledger.store.read import auto_jobs, read_ahead, snapshot
 from ledger.verify.checks import check_submission
 from ledger.verify.problems import Problem
 from ledger.verify.source import (
@@ -223,7 +223,7 @@ def run_verify(
             size = max(100, min(page_size, total // (jobs * 4) + 1))  # enough pages to keep workers busy
             pages: Iterable[PageResult] = checked_pages(conn, url, jobs, size)
         else:
-            pages = (_check(page) for page in iter_groups(conn, page_size))
+            pages = (_check(page) for page in read_ahead(iter_groups(conn, page_size)))
         for result in pages:
             report.submissions += result.submissions
             report.steps += result.steps

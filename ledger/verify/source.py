@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from ledger.store.records import LEDGER_ENTRY_COLUMNS, STEP_COLUMNS, LedgerEntry, StoredStep, stored_step
+from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_COLUMNS, LedgerEntry, StoredStep, stored_step
 
 __all__ = [
     "SubmissionGroup",
@@ -86,17 +86,17 @@ def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[Submissio
     ids = [head[0] for head in heads]
     entries: dict[str, list[LedgerEntry]] = {sid: [] for sid in ids}
     for row in conn.execute(
-        f"SELECT {LEDGER_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
+        f"SELECT {PAYLOAD_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
         "ORDER BY submission_id, stream_seq",
         {"ids": ids},
-    ):
+    ).fetchall():
         entries[row[1]].append(LedgerEntry(*row))
     steps: dict[str, list[StoredStep]] = {sid: [] for sid in ids}
     for row in conn.execute(
         f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) "
         "ORDER BY submission_id, step_index",
         {"ids": ids},
-    ):
+    ).fetchall():
         steps[row[0]].append(stored_step(row))
     return [
         SubmissionGroup(

@@ -55,3 +55,19 @@ def test_payloads_with_a_null_inside_an_object_are_not_canonical() -> None:
     assert parse_canonical('{"x":1e-5}')[1] is False
     assert parse_canonical('{"x":1e-05}')[1] is True
     assert parse_canonical('{"b":1,"a":2}')[1] is False
+
+
+PRESENT = VALUES.filter(lambda value: value is not None)  # a None member is dropped, not a part
+
+
+@settings(max_examples=300, deadline=None)
+@given(PRESENT, st.lists(VALUES, max_size=3), PRESENT)
+def test_parse_canonical_pieces_are_the_canonical_bytes_of_each_part(
+    spec: Any, items: list[Any], verdict: Any
+) -> None:
+    payload = {"evidence_bundle": {"items": items}, "prompt_spec": spec, "verdict": verdict}
+    _, canonical, pieces = parse_canonical(canonical_text(payload), split=True)
+    assert canonical
+    assert pieces["prompt_spec"] == canonical_text(spec).encode("utf-8")
+    assert pieces["verdict"] == canonical_text(verdict).encode("utf-8")
+    assert pieces["items"] == [canonical_text(item).encode("utf-8") for item in items]

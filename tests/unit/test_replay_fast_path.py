@@ -1,0 +1,88 @@
+"""Replay's fast path (stored texts against the rebuilt draft, orjson parse) agrees with the exact path.
+
+The fast path may only ever say "identical"; everything else, including a received payload orjson
+would read differently (integers beyond 64 bits), is decided by the unchanged exact comparison.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.envelope import ENVELOPE_SCHEMA_ID, ENVELOPE_SCHEMA_VERSION, decode_envelope
+from engine.pipeline import run_pipeline
+from ledger.replay.runner import _identical_fast, replay_case
+from ledger.replay.source import ReplayCase
+from ledger.store.drafts import submission_draft
+from ledger.store.hashing import canonical_text
+
+BUNDLE = (
+    Path(__file__).resolve().parents[2]
+    / "devstack"
+    / "demo_corpus"
+    / "bundles"
+    / "01_btc_above_100k_clean.json"
+)
+
+
+def _case(document: dict[str, Any], **texts: str) -> ReplayCase:
+    """The case replay would read for ``document`` appended by the consumer (``texts`` override payloads)."""
+    header = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": ENVELOPE_SCHEMA_VERSION}
+    decoded = decode_envelope(json.dumps({**header, **document}).encode())
+    result = run_pipeline(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
+    draft = submission_draft(decoded, result, None)
+    stored = {
+        entry.kind: entry.canonical if entry.canonical is not None else canonical_text(entry.payload)
+        for entry in draft.entries
+    }
+    return ReplayCase(
+        submission_id="0x" + "11" * 32,
+        market_id=decoded.market_id,
+        first_seq=1,
+        submission_engine_version=result.engine_version,
+        entry_versions={"audit.completed": result.engine_version},
+        received=texts.get("received", stored["submission.received"]),
+        audit=texts.get("audit", stored["audit.completed"]),
+        verdict=texts.get("verdict", stored["verdict.issued"]),
+        step_ids=tuple(step.step_id for step in draft.steps),
+        step_hashes=tuple(step.step_hash for step in draft.steps),
+        step_texts=tuple(step.canonical_step for step in draft.steps),
+    )
+
+
+def test_an_identical_submission_takes_the_fast_path() -> None:
+    case = _case(json.loads(BUNDLE.read_text()))
+    assert _identical_fast(case) is not None
+    outcome = replay_case(case)
+    assert (outcome.status, outcome.differing, outcome.error) == ("identical", (), None)
+
+
+def test_a_tampered_payload_leaves_the_fast_path_and_is_reported_by_the_exact_one() -> None:
+    clean = _case(json.loads(BUNDLE.read_text()))
+    audit = json.loads(clean.audit or "")
+    audit["trace"]["trace_id"] = "tampered"
+    case = _case(json.loads(BUNDLE.read_text()), audit=canonical_text(audit))
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "diverged"
+    assert outcome.differing == ("audit.trace",)
+
+
+def test_an_integer_beyond_64_bits_is_replayed_exactly_not_through_orjson() -> None:
+    document = json.loads(BUNDLE.read_text())
+    document["evidence_bundle"]["items"][0]["parsed_value"]["bitcoin"]["last_updated_at"] = 2**80 + 1
+    case = _case(document)
+    assert str(2**80 + 1) in (case.received or "")
+    assert _identical_fast(case) is None  # orjson reads it as a float: the rebuilt text cannot match
+    outcome = replay_case(case)
+    assert (outcome.status, outcome.error) == ("identical", None)
+
+
+def test_a_missing_payload_is_an_error_as_before() -> None:
+    case = _case(json.loads(BUNDLE.read_text()))
+    missing = ReplayCase(**{**case.__dict__, "verdict": None})
+    assert _identical_fast(missing) is None
+    outcome = replay_case(missing)
+    assert outcome.status == "error"
+    assert outcome.error == "stored inputs cannot be replayed: no verdict.issued entry"

@@ -84,8 +84,6 @@ def test_the_upgrade_refuses_a_node_table_with_a_missing_leaf(database_url: str)
     with psycopg.connect(libpq_url(database_url)) as conn:
         for idx in (0, 1, 3):  # leaf 2 is missing
             conn.execute("INSERT INTO ledger_store.merkle_nodes VALUES (0, %s, %s)", (idx, bytes(32)))
-    with pytest.raises(
-        sqlalchemy.exc.DBAPIError, match="merkle_nodes level 0 holds 3 nodes up to idx 3"
-    ):
+    with pytest.raises(sqlalchemy.exc.DBAPIError, match="merkle_nodes level 0 holds 3 nodes up to idx 3"):
         upgrade(database_url)
     assert current_revision(database_url) == "0006"

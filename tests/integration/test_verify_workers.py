@@ -9,7 +9,8 @@ from ledger.store.read import snapshot
 from ledger.verify.checks import check_submission
 from ledger.verify.source import iter_groups
 from ledger.verify.workers import checked_pages
-from tests.helpers.replay import build_ledger, tamper
+from tests.helpers.database import tamper
+from tests.helpers.replay import build_ledger
 
 pytestmark = pytest.mark.integration
 

@@ -413,7 +413,7 @@ def docs_report(
         "## Cost vs ledger size",
         "",
         "One ledger grown with 5-item submissions; at each size: 200–500 random inclusion and "
-        "consistency proofs and `root_at` against `ledger_store.merkle_nodes` (all verified afterwards), "
+        "consistency proofs and `root_at` against the stored tree (`ledger_store.merkle_tiles` since revision 0007) (all verified afterwards), "
         "then an append window of a few thousand entries in batches of 20 submissions. Expected shape: "
         "append cost flat, proof length growing with log₂ n, proof time dominated by one indexed query.",
         "",

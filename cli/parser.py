@@ -48,8 +48,11 @@ def build_parser(
         epilog=grouped_listing(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # help=SUPPRESS: the flat list argparse would print is replaced by the grouped epilog
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
+    # help=SUPPRESS: the flat list argparse would print is replaced by the grouped epilog;
+    # prog: "usage: ledger prove ..." rather than the top-level usage string in front of every command
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog="ledger"
+    )
     wanted = MODULES if commands is None else {command.module for command in commands}
     for module in MODULES:
         if module in wanted:

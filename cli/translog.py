@@ -66,7 +66,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Prints, as JSON, the inclusion proof of an entry's leaf against a stored checkpoint, or "
         "the consistency proof between two tree sizes. `ledger audit-log` checks the result offline.",
     )
-    p.add_argument("target", nargs="?", help="global_seq, submission id or entry hash")
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="the entry or submission: a global_seq, a submission id, an entry hash, or the idempotency key "
+        "`ledger publish` printed (inputs:0x…)",
+    )
     p.add_argument(
         "--consistency",
         nargs=2,

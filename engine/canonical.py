@@ -58,6 +58,24 @@ class CanonicalizationError(ValueError):
 
 def format_datetime_canonical(value: datetime) -> str:
     """Format a datetime as UTC with a ``Z`` suffix; naive values are taken to be UTC."""
+    if type(value) is datetime:
+        # ``isoformat`` writes the same text as the field-by-field format below for four-digit
+        # years (microseconds as six digits, only when set); a zero offset needs no conversion.
+        text = value.isoformat()
+        if value.tzinfo is None:
+            utc = value
+        elif text.endswith("+00:00"):
+            utc, text = value, text[:-6]
+        else:
+            utc = value.astimezone(UTC).replace(tzinfo=None)
+            text = utc.isoformat()
+        if utc.year >= 1000:
+            return text + "Z"
+    return _format_fields(value)
+
+
+def _format_fields(value: datetime) -> str:
+    """The reference for :func:`format_datetime_canonical` (field by field; any datetime subclass)."""
     zone = value.tzinfo
     utc = value if zone is UTC else value.replace(tzinfo=UTC) if zone is None else value.astimezone(UTC)
     if utc.year < 1000:  # strftime's %Y is not zero-padded below 1000 on every platform: keep its text
@@ -357,6 +375,8 @@ def _may_hold_small_float(text: bytes) -> bool:
 
 
 def _orjson_default(value: Any) -> Any:
+    if type(value) is datetime:  # the most frequent call (orjson passes datetimes through)
+        return format_datetime_canonical(value)
     if isinstance(value, BaseModel):
         return value.model_dump(mode="python", by_alias=True, exclude_none=True)
     if isinstance(value, datetime):

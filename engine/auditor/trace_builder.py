@@ -88,7 +88,7 @@ class _Steps:
     no external-fact key, outputs no verdict key. ``sound`` turns False on any doubt.
     """
 
-    def __init__(self, all_ids: list[str], commit: bool) -> None:
+    def __init__(self, all_ids: list[str], commit: bool = False) -> None:
         self.commit = commit
         self.steps: list[ReasoningStep] = []
         self.plains: list[Any] = []

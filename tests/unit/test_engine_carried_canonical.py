@@ -99,3 +99,13 @@ def test_plain_step_reads_plain_steps_and_declines_the_rest() -> None:
     odd = ReasoningStep(**{**STEP, "inputs": {"t": (1, None), "m": CheckResult.passed("x", "y")}})
     assert plain_step(odd) is None
     assert step_preimage(odd) == (canonicalize_value(odd), canonical_bytes(odd))
+
+
+def test_builder_carries_bytes_of_steps_it_cannot_read_field_by_field() -> None:
+    from engine.auditor.trace_builder import _Steps
+
+    steps = _Steps(["e1"], commit=True)
+    steps.add("check", "odd", {"t": (1, None)}, {"n": [1.5, None]}, ["e1", 7], [])  # type: ignore[list-item]
+    assert not steps.sound
+    assert steps.plains == [canonicalize_value(steps.steps[0])]
+    assert steps.preimages == [canonical_bytes(steps.steps[0])]

@@ -58,6 +58,21 @@ class CanonicalizationError(ValueError):
 
 def format_datetime_canonical(value: datetime) -> str:
     """Format a datetime as UTC with a ``Z`` suffix; naive values are taken to be UTC."""
+    if type(value) is datetime:  # isoformat writes _format_fields' text for four-digit years
+        text, utc = value.isoformat(), value
+        if value.tzinfo is not None:  # a zero offset needs no conversion
+            if text.endswith("+00:00"):
+                text = text[:-6]
+            else:
+                utc = value.astimezone(UTC).replace(tzinfo=None)
+                text = utc.isoformat()
+        if utc.year >= 1000:
+            return text + "Z"
+    return _format_fields(value)
+
+
+def _format_fields(value: datetime) -> str:
+    """The reference for :func:`format_datetime_canonical` (field by field; any datetime subclass)."""
     zone = value.tzinfo
     utc = value if zone is UTC else value.replace(tzinfo=UTC) if zone is None else value.astimezone(UTC)
     if utc.year < 1000:  # strftime's %Y is not zero-padded below 1000 on every platform: keep its text
@@ -257,8 +272,7 @@ def _dump_model(model: BaseModel, path: str) -> Any:
 
     For the field types used by the wire models (str, int, float, bool, UTC datetimes, lists, dicts
     and JSON values) python-mode output canonicalises to the same bytes as Cournot's JSON-mode dump:
-    UTC datetimes become ``...Z`` through :func:`format_datetime_canonical` exactly as pydantic
-    renders them.
+    UTC datetimes become ``...Z`` (:func:`format_datetime_canonical`) exactly as pydantic renders them.
     """
     return model.model_dump(mode="python", by_alias=True, exclude_none=True)
 
@@ -357,6 +371,8 @@ def _may_hold_small_float(text: bytes) -> bool:
 
 
 def _orjson_default(value: Any) -> Any:
+    if type(value) is datetime:  # the most frequent call (orjson passes datetimes through)
+        return format_datetime_canonical(value)
     if isinstance(value, BaseModel):
         return value.model_dump(mode="python", by_alias=True, exclude_none=True)
     if isinstance(value, datetime):
@@ -374,11 +390,8 @@ def _orjson_or_none(value: Any) -> bytes | None:
 
 
 def _prune_none(value: Any) -> tuple[Any, bool]:
-    """Drop None from dicts at every depth; ``exact`` is False when the value needs the exact path.
-
-    Models are dumped first so their nested plain dicts are pruned too. Non-finite floats, and any
-    type this walk does not know, make ``exact`` False.
-    """
+    """Drop None from dicts at every depth (models dumped first); ``exact`` is False when the value
+    needs the exact path (non-finite floats, types this walk does not know)."""
     kind = type(value)
     if kind is dict:
         out: dict[Any, Any] = {}

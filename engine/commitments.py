@@ -43,11 +43,13 @@ __all__ = [
     "compute_roots",
     "evidence_leaf_hashes",
     "evidence_root",
+    "plain_step",
     "por_root",
     "prompt_spec_hash",
     "reasoning_leaf_hashes",
     "reasoning_root",
     "step_hash",
+    "step_preimage",
     "step_preimages",
     "verdict_hash",
 ]
@@ -60,7 +62,7 @@ def step_hash(step: ReasoningStep) -> str:
     return to_hex(hash_canonical(step))
 
 
-def _step_plain(step: ReasoningStep) -> dict[str, Any] | None:
+def plain_step(step: ReasoningStep) -> dict[str, Any] | None:
     """``canonicalize_value(step)`` read straight from the fields of a plain-data step, else None.
 
     Applies to an exact ``ReasoningStep`` without ``hash_commitment`` whose strings and lists have
@@ -96,6 +98,21 @@ def _step_plain(step: ReasoningStep) -> dict[str, Any] | None:
     }
 
 
+def step_preimage(step: ReasoningStep) -> tuple[Any, bytes]:
+    """One step's canonical plain value and canonical bytes, as :func:`step_preimages` makes them.
+
+    A step of plain data is read field by field (:func:`plain_step`); any other step, or one
+    carrying ``hash_commitment``, goes through :func:`engine.canonical.canonicalize_value`.
+    """
+    plain = plain_step(step)
+    if plain is None:
+        committed = (
+            step if step.hash_commitment is None else step.model_copy(update={"hash_commitment": None})
+        )
+        plain = canonicalize_value(committed)
+    return plain, canonical_bytes_of_plain(plain)
+
+
 def step_preimages(steps: Sequence[ReasoningStep]) -> tuple[list[Any], list[bytes]]:
     """Each step's canonical plain value and canonical bytes (the step-hash preimage), made once.
 
@@ -106,12 +123,9 @@ def step_preimages(steps: Sequence[ReasoningStep]) -> tuple[list[Any], list[byte
     plains: list[Any] = []
     preimages: list[bytes] = []
     for step in steps:
-        committed = (
-            step if step.hash_commitment is None else step.model_copy(update={"hash_commitment": None})
-        )
-        plain = canonicalize_value(committed)
+        plain, preimage = step_preimage(step)
         plains.append(plain)
-        preimages.append(canonical_bytes_of_plain(plain))
+        preimages.append(preimage)
     return plains, preimages
 
 
@@ -170,9 +184,22 @@ class InputCommitments:
     """Canonical UTF-8 bytes of the prompt spec (the preimage of ``prompt_spec_hash``)."""
 
 
-def commit_inputs(prompt_spec: PromptSpec, bundle: EvidenceBundle, trace: ReasoningTrace) -> InputCommitments:
-    """Hash the prompt spec, every evidence item and every step exactly once."""
-    _, preimages = step_preimages(trace.steps)
+def commit_inputs(
+    prompt_spec: PromptSpec,
+    bundle: EvidenceBundle,
+    trace: ReasoningTrace,
+    *,
+    preimages: Sequence[bytes] | None = None,
+) -> InputCommitments:
+    """Hash the prompt spec, every evidence item and every step exactly once.
+
+    ``preimages`` are the steps' canonical bytes when the caller already has them (the auditor
+    makes them as it builds the steps: ``AuditorAgent.audit_committed``); one per step.
+    """
+    if preimages is None:
+        preimages = step_preimages(trace.steps)[1]
+    elif len(preimages) != len(trace.steps):
+        raise ValueError(f"{len(preimages)} step preimages for {len(trace.steps)} steps")
     hashes = tuple("0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages)
     spec_bytes = canonical_bytes(prompt_spec)
     ev_root, ev_count = evidence_root(bundle)

@@ -16,10 +16,14 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 __all__ = ["DEFAULT_MAX_DEPTH", "StrictJSONError", "child_path", "loads_strict"]
 
 DEFAULT_MAX_DEPTH = 64
 _INFINITIES = (math.inf, -math.inf)
+_ORJSON_INTEGER_DIGITS = 20
+"""The most digits of an integer orjson decodes as an int (2**64 - 1)."""
 
 
 class StrictJSONError(ValueError):
@@ -160,6 +164,14 @@ def loads_strict(
         text = data
     if text.startswith("\ufeff"):
         raise StrictJSONError("invalid_json", "a byte order mark is not allowed")
+    if not exact_numbers and (max_integer_digits is None or max_integer_digits >= _ORJSON_INTEGER_DIGITS):
+        fast = _decoded_fast(text)
+        if fast is not None:
+            value, encoded = fast
+            # As in _checked: the brackets bound the nesting (the re-encoding has the same ones).
+            if isinstance(value, (dict, list)) and encoded.count(b"[") + encoded.count(b"{") > max_depth:
+                _check_depth(value, max_depth)
+            return value
     hooks = _Hooks(max_integer_digits)
     # Without a digit bound, integers are decoded by the C decoder itself (no call per literal);
     # one beyond the interpreter's digit limit raises a plain ValueError there, and the document is
@@ -182,6 +194,35 @@ def loads_strict(
             raise
         return _loads_hooked(text, hooks, exact_numbers, max_depth)
     return _checked(text, value, hooks, max_depth)
+
+
+def _decoded_fast(text: str) -> tuple[Any, bytes] | None:
+    """orjson's decode of ``text`` (and its re-encoding) when it provably equals the hooked
+    decoder's, else None.
+
+    orjson refuses NaN, Infinity, out-of-range floats, lone surrogates and everything malformed
+    (the hooked decoder then decides, with the same error as always); what it accepts it decodes to
+    the same values, except that it keeps the last of duplicate keys and makes an integer beyond 64
+    bits a float. Both are ruled out on orjson's re-encoding of the value (C code, no Python walk):
+
+    * an integer beyond 64 bits became a float of at least 2**63, which orjson writes with ``e+``
+      (so does any float from 1e16 up, and a string may hold ``e+``: those merely take the slow path);
+    * every ``:`` outside strings separates one member, and orjson writes colons inside strings as
+      they are, so a document and its re-encoding hold equally many ``:`` exactly when no member was
+      dropped, i.e. no key was seen twice (dropped members take their strings' colons with them).
+      An escaped colon (``\\u003a``) is a colon the text does not show: a document with any
+      ``\\u003`` escape takes the slow path.
+    """
+    if "\\u003" in text:
+        return None
+    try:
+        value = orjson.loads(text)
+        encoded = orjson.dumps(value)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    if b"e+" in encoded or encoded.count(b":") != text.count(":"):
+        return None
+    return value, encoded
 
 
 def _loads_hooked(text: str, hooks: _Hooks, exact_numbers: bool, max_depth: int) -> Any:

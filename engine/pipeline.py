@@ -96,8 +96,13 @@ def run_pipeline(
         auditor = AuditorAgent()
     if judge is None:
         judge = JudgeAgent()
-    trace, audit_verification = auditor.audit(prompt_spec, evidence)
-    inputs = commit_inputs(prompt_spec, evidence, trace)
+    if isinstance(auditor, AuditorAgent) and type(auditor).audit is AuditorAgent.audit:
+        # The steps' canonical bytes come with the audit, made as the steps were built.
+        trace, audit_verification, _, preimages = auditor.audit_committed(prompt_spec, evidence)
+        inputs = commit_inputs(prompt_spec, evidence, trace, preimages=preimages)
+    else:
+        trace, audit_verification = auditor.audit(prompt_spec, evidence)
+        inputs = commit_inputs(prompt_spec, evidence, trace)
     if isinstance(judge, JudgeAgent):
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
     else:

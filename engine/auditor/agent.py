@@ -12,12 +12,12 @@ randomness, and no iteration over sets into output, so the same inputs give the 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.auditor.analysis import analyse
 from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimExtractor
-from engine.auditor.trace_builder import build_steps_checked
+from engine.auditor.trace_builder import build_steps_committed
 from engine.auditor.verification.logic_sanity import LogicSanityChecker
 from engine.auditor.verification.trace_policy import TracePolicyVerifier
 from engine.schemas import (
@@ -30,12 +30,25 @@ from engine.schemas import (
 )
 from engine.schemas.common import trusted
 
-__all__ = ["AuditorAgent", "trace_id_for"]
+__all__ = ["AuditOutcome", "AuditorAgent", "trace_id_for"]
 
 
 def trace_id_for(bundle_id: str) -> str:
     """Cournot's trace id: ``trace_`` + the first 8 bytes of ``sha256(bundle_id)`` as hex."""
     return "trace_" + hashlib.sha256(bundle_id.encode("utf-8")).hexdigest()[:16]
+
+
+class AuditOutcome(NamedTuple):
+    """An audit with each step's committed form, made as the step was built.
+
+    ``step_plains[i]`` is ``canonicalize_value(trace.steps[i])`` and ``step_preimages[i]`` its
+    canonical bytes (the preimage of its step hash); reports and commitments reuse them.
+    """
+
+    trace: ReasoningTrace
+    verification: VerificationResult
+    step_plains: list[Any]
+    step_preimages: list[bytes]
 
 
 class AuditorAgent:
@@ -61,6 +74,14 @@ class AuditorAgent:
     ) -> tuple[ReasoningTrace, VerificationResult]:
         """Audit ``evidence`` against ``prompt_spec``; returns the trace and every check's result."""
         del ctx
+        outcome = self._run(prompt_spec, evidence, commit=False)
+        return outcome.trace, outcome.verification
+
+    def audit_committed(self, prompt_spec: PromptSpec, evidence: EvidenceBundle) -> AuditOutcome:
+        """:meth:`audit`, plus each step's canonical plain value and bytes (see :class:`AuditOutcome`)."""
+        return self._run(prompt_spec, evidence, commit=True)
+
+    def _run(self, prompt_spec: PromptSpec, evidence: EvidenceBundle, *, commit: bool) -> AuditOutcome:
         config, policy_problems = self.config.with_overrides(prompt_spec.extra.get("audit_policy"))
         policy = trusted(
             TracePolicy,
@@ -72,17 +93,17 @@ class AuditorAgent:
         claims = ClaimExtractor(config).extract(prompt_spec, evidence)
         sanity = LogicSanityChecker(config).assess(prompt_spec, evidence, claims)
         analysis = analyse(prompt_spec, claims, sanity, config)
-        steps, sound = build_steps_checked(prompt_spec, evidence, claims, sanity, analysis, config)
+        built = build_steps_committed(prompt_spec, evidence, claims, sanity, analysis, config, commit=commit)
         # Built without re-validation: the builder checked the per-step rules as it built the steps
         # and verify_built adds the rest (count, final variables); any doubt runs every rule.
         trace = trusted(
             ReasoningTrace,
             trace_id=trace_id_for(evidence.bundle_id),
             policy=policy,
-            steps=steps,
+            steps=built.steps,
             evidence_refs=list(dict.fromkeys(item.evidence_id for item in evidence.items)),
         )
-        structure = TracePolicyVerifier().verify_built(trace, prompt_spec, evidence, sound)
+        structure = TracePolicyVerifier().verify_built(trace, prompt_spec, evidence, built.sound)
         checks: list[CheckResult] = []
         if policy_problems:
             message = "audit_policy settings ignored: " + "; ".join(policy_problems)
@@ -98,4 +119,4 @@ class AuditorAgent:
             challenge=structure.challenge,
             error=structure.error,
         )
-        return trace, verification
+        return AuditOutcome(trace, verification, built.plains, built.preimages)

@@ -49,8 +49,12 @@ def audit_report(
     prompt_spec: PromptSpec, evidence: EvidenceBundle, *, agent: AuditorAgent | None = None
 ) -> dict[str, Any]:
     """Audit and commit: a JSON-ready dict (None values dropped, as in canonical JSON)."""
-    trace, verification = (agent or AuditorAgent()).audit(prompt_spec, evidence)
-    step_plains, preimages = step_preimages(trace.steps)
+    agent = agent or AuditorAgent()
+    if type(agent).audit is AuditorAgent.audit:  # the steps' committed form comes with the audit
+        trace, verification, step_plains, preimages = agent.audit_committed(prompt_spec, evidence)
+    else:  # an overridden audit: commit to whatever trace it returns
+        trace, verification = agent.audit(prompt_spec, evidence)
+        step_plains, preimages = step_preimages(trace.steps)
     hashes = ["0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages]
     ev_root, ev_count = evidence_root(evidence)
     report = {

@@ -18,7 +18,7 @@ bundle). Outputs hold JSON numbers, bools and plain strings only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.auditor.analysis import Analysis
 from engine.auditor.config import AuditConfig
@@ -26,6 +26,7 @@ from engine.auditor.reasoning.claim_extraction import ClaimSet
 from engine.auditor.reasoning.values import format_time
 from engine.auditor.verification.logic_sanity import SanityReport
 from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, VERDICT_KEYS, holds_key, is_mapping
+from engine.commitments import step_preimage
 from engine.schemas import (
     DataRequirement,
     EvidenceBundle,
@@ -35,7 +36,7 @@ from engine.schemas import (
 )
 from engine.schemas.common import trusted_step
 
-__all__ = ["build_steps", "build_steps_checked", "plan_chunks"]
+__all__ = ["BuiltSteps", "build_steps", "build_steps_checked", "build_steps_committed", "plan_chunks"]
 
 
 def _ceil_div(count: int, size: int) -> int:
@@ -63,17 +64,35 @@ def _chunks(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [values[start : start + size] for start in range(0, len(values), size)]
 
 
+class BuiltSteps(NamedTuple):
+    """The builder's steps, whether each per-step rule held, and each step's committed form.
+
+    ``plains[i]`` is ``canonicalize_value(steps[i])`` and ``preimages[i]`` its canonical bytes (the
+    step-hash preimage), made as the step was built so the commitments do not walk it again.
+    """
+
+    steps: list[ReasoningStep]
+    sound: bool
+    plains: list[Any]
+    preimages: list[bytes]
+
+
 class _Steps:
     """Adds steps and checks, as it adds them, the trace-policy rules construction does not settle.
 
+    With ``commit``, each step's canonical plain value and bytes are made as it is added
+    (``plains``, ``preimages``).
     Ids (``step_<4+ digits>``, increasing), prior ids (returned by earlier ``add`` calls), types,
     actions and grounding (the whole bundle when a step names nothing) hold by construction. What
     comes from the analysis is checked per step: cited ids are strings of the bundle, inputs carry
     no external-fact key, outputs no verdict key. ``sound`` turns False on any doubt.
     """
 
-    def __init__(self, all_ids: list[str]) -> None:
+    def __init__(self, all_ids: list[str], commit: bool = False) -> None:
+        self.commit = commit
         self.steps: list[ReasoningStep] = []
+        self.plains: list[Any] = []
+        self.preimages: list[bytes] = []
         self.all_ids = all_ids
         self.known = frozenset(all_ids)
         self.sound = True
@@ -91,18 +110,21 @@ class _Steps:
         cited = list(dict.fromkeys(evidence_ids)) or list(self.all_ids)
         if self.sound:
             self.sound = self._holds(inputs, output, cited)
-        self.steps.append(
-            trusted_step(
-                ReasoningStep,
-                step_id,
-                step_type,
-                dict(inputs),
-                action,
-                dict(output),
-                cited,
-                list(dict.fromkeys(prior)),
-            )
+        step = trusted_step(
+            ReasoningStep,
+            step_id,
+            step_type,
+            dict(inputs),
+            action,
+            dict(output),
+            cited,
+            list(dict.fromkeys(prior)),
         )
+        self.steps.append(step)
+        if self.commit:
+            plain, preimage = step_preimage(step)
+            self.plains.append(plain)
+            self.preimages.append(preimage)
         return step_id
 
     def _holds(self, inputs: dict[str, Any], output: dict[str, Any], cited: Sequence[object]) -> bool:
@@ -159,8 +181,24 @@ def build_steps_checked(
     True is not the whole verdict: step count and the final step's evaluation variables are for
     ``TracePolicyVerifier.verify_built``. False means "verify rule by rule".
     """
+    built = build_steps_committed(prompt_spec, evidence, claims, sanity, analysis, config, commit=False)
+    return built.steps, built.sound
+
+
+def build_steps_committed(
+    prompt_spec: PromptSpec,
+    evidence: EvidenceBundle,
+    claims: ClaimSet,
+    sanity: SanityReport,
+    analysis: Analysis,
+    config: AuditConfig,
+    *,
+    commit: bool = True,
+) -> BuiltSteps:
+    """:func:`build_steps_checked` plus, with ``commit``, each step's canonical plain value and bytes
+    (empty lists without it)."""
     all_ids = list(dict.fromkeys(item.evidence_id for item in evidence.items))
-    steps = _Steps(all_ids)
+    steps = _Steps(all_ids, commit)
     order = list(sanity.requirement_ids)
     item_chunk, requirement_chunk = plan_chunks(len(evidence.items), len(order), config.max_steps)
     extract_of: dict[int, str] = {}
@@ -279,4 +317,4 @@ def build_steps_checked(
         variables["source_summary"],
         [deduce_id],
     )
-    return steps.steps, steps.sound
+    return BuiltSteps(steps.steps, steps.sound, steps.plains, steps.preimages)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -247,3 +248,40 @@ def test_cached_event_checks_are_fresh_objects_per_audit() -> None:
     assert second["sanity.threshold"].details["text"] == spec.prediction_semantics.threshold
     assert second["sanity.comparator"].details  # the cached recipe was not emptied
     assert second["sanity.threshold"] is not first["sanity.threshold"]
+
+
+_OFFSETS = st.builds(
+    lambda minutes, seconds: timezone(timedelta(minutes=minutes, seconds=seconds)),
+    st.integers(-23 * 60, 23 * 60),
+    st.sampled_from([0, 0, 30]),
+)
+_ZONES = st.one_of(st.none(), st.just(UTC), _OFFSETS, st.timezones())
+
+
+@given(st.datetimes(timezones=_ZONES))
+@settings(max_examples=1500)
+def test_datetime_format_equals_the_field_by_field_reference(value: datetime) -> None:
+    from engine.canonical import _format_fields, format_datetime_canonical
+
+    try:
+        expected = _format_fields(value)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            format_datetime_canonical(value)
+        return
+    assert format_datetime_canonical(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(999, 12, 31, 23, 30, tzinfo=UTC),
+        datetime(1000, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=1))),
+        datetime(2024, 5, 1, 12, 0, 0, 120),
+        datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(seconds=30))),
+    ],
+)
+def test_datetime_format_edges_equal_the_reference(value: datetime) -> None:
+    from engine.canonical import _format_fields, format_datetime_canonical
+
+    assert format_datetime_canonical(value) == _format_fields(value)

@@ -1,0 +1,107 @@
+"""``loads_strict``'s orjson fast path decodes exactly as the hooked ``json`` decoder it skips."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.jsonio import StrictJSONError, _decoded_fast, _Hooks, _loads_hooked, loads_strict
+
+_TEXT = st.text(alphabet=st.sampled_from(list('abe+:"\\\u00e9\u20ac\U0001f600 \x01{}[],')), max_size=8)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _TEXT,
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+def _hooked(text: str, *, exact_numbers: bool = False) -> tuple[str, Any]:
+    """What the decoder without the fast path answers: ``("ok", value)`` or ``("error", code, path)``."""
+    try:
+        return "ok", _loads_hooked(text, _Hooks(None), exact_numbers, 64)
+    except StrictJSONError as exc:
+        return "error", (exc.code, exc.path)
+
+
+def _strict(text: str, *, exact_numbers: bool = False) -> tuple[str, Any]:
+    try:
+        return "ok", loads_strict(text, exact_numbers=exact_numbers)
+    except StrictJSONError as exc:
+        return "error", (exc.code, exc.path)
+
+
+def _same(left: tuple[str, Any], right: tuple[str, Any]) -> bool:
+    # repr tells 0 from 0.0 and -0.0 from 0.0, which == does not
+    return left[0] == right[0] and repr(left[1]) == repr(right[1])
+
+
+@given(_VALUES, st.booleans())
+@settings(max_examples=1500)
+def test_fast_path_equals_the_hooked_decoder(value: Any, exact_numbers: bool) -> None:
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
+        assert _same(_strict(text, exact_numbers=exact_numbers), _hooked(text, exact_numbers=exact_numbers))
+
+
+@given(st.dictionaries(_TEXT, _VALUES, min_size=1, max_size=4), st.data())
+@settings(max_examples=500)
+def test_a_duplicate_key_anywhere_is_refused_as_before(members: dict[str, Any], data: st.DataObject) -> None:
+    key = data.draw(st.sampled_from(sorted(members)))
+    body = ",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in members.items())
+    text = "[{" + body + f",{json.dumps(key)}:{json.dumps(data.draw(_VALUES))}" + "}]"
+    assert _decoded_fast(text) is None
+    assert _strict(text)[0] == "error"
+    assert _same(_strict(text), _hooked(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a:b":1,"a:b":2}',
+        '{"\\u003a":1,"\\u003A":2}',
+        '{"x":"\\u003a","x":1}',
+        '{"a":"::","a":1}',
+        "18446744073709551616",
+        "-9223372036854775809",
+        "[123456789012345678901234567890]",
+        "1e400",
+        '{"v":1e-400}',
+        '"\\ud800"',
+        '"\\udc00\\ud800"',
+        "[NaN]",
+        '{"a":Infinity}',
+        "[1,]",
+        "01",
+        '"a\tb"',
+        "[" * 70 + "]" * 70,
+        "[" * 1100 + "]" * 1100,
+        "2.2250738585072011e-308",
+        "4.9e-324",
+        "-0",
+        "-0.0",
+        '{"a":{"b":[{"c":":"}]},"d":":"}',
+    ],
+)
+@pytest.mark.parametrize("exact_numbers", [False, True])
+def test_edge_documents_decode_or_fail_as_before(text: str, exact_numbers: bool) -> None:
+    assert _same(_strict(text, exact_numbers=exact_numbers), _hooked(text, exact_numbers=exact_numbers))
+
+
+def test_fast_path_is_taken_for_plain_documents_and_left_for_escaped_colons() -> None:
+    assert _decoded_fast('{"a":"x:y","b":[1,2.5,{"c":null}]}') == (
+        {"a": "x:y", "b": [1, 2.5, {"c": None}]},
+        b'{"a":"x:y","b":[1,2.5,{"c":null}]}',
+    )
+    assert _decoded_fast('{"a":"\\u003a"}') is None
+    assert _decoded_fast("[18446744073709551616]") is None
+    assert _decoded_fast("[" * 300 + "]" * 300) is None

@@ -13,7 +13,9 @@ a new submission; they are validated and encoded before any clock starts.
 
 * throughput: the whole backlog is produced first; consumers run with ``--until-idle``;
   bundles/s = N / (first partition assignment → last committed batch), from the consumers' JSON
-  logs (``batch committed`` is logged right after the Postgres transaction commits);
+  logs (``batch committed`` is logged right after the Postgres transaction commits); CPU per
+  bundle of the consumers and, when embedded, of the broker and PostgreSQL (its backends, which it
+  reaps; not its background writers) from consumer start to exit;
 * latency: two consumers already running; records are produced at ``--rate`` (default: half the
   two-consumer throughput) with the send time in a ``bench.produced_at_ns`` header; a record's
   commit time is that of the first ``batch committed`` line whose next offset passes it.
@@ -40,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 from psycopg import sql
 
@@ -59,6 +62,7 @@ from ledger.migration import upgrade  # noqa: E402
 HEADER = "bench.produced_at_ns"
 GROUP_TIMING = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500"]
 CONSUMER_ARGS: list[str] = []  # extra ``ledger consume`` options (--consumer-arg)
+SERVER_PIDS: dict[str, int] = {}  # embedded servers only: name -> pid, for their CPU per bundle
 
 
 # --- services -----------------------------------------------------------------------------
@@ -74,6 +78,8 @@ def services() -> Iterator[tuple[str, str, str]]:
             broker.start()
             stack.callback(broker.stop)
             bootstrap = broker.bootstrap
+            if (broker_pid := broker.status().pid) is not None:
+                SERVER_PIDS["broker"] = broker_pid
         admin_url = os.environ.get("LEDGER_DATABASE_URL", "")
         if not admin_url:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-e2e-pg-")))
@@ -81,6 +87,8 @@ def services() -> Iterator[tuple[str, str, str]]:
             server.start()
             stack.callback(server.stop)
             admin_url = server.url
+            if (server_pid := server.status().pid) is not None:
+                SERVER_PIDS["PostgreSQL"] = server_pid
         kind = "configured" if os.environ.get("LEDGER_KAFKA_BOOTSTRAP") else "embedded tansu"
         pg = "configured" if os.environ.get("LEDGER_DATABASE_URL") else "embedded PostgreSQL (fsync on)"
         yield bootstrap, admin_url, f"broker: {kind}; database: {pg}"
@@ -262,12 +270,14 @@ def throughput(
     asyncio.run(produce(bootstrap, topic, prepared))
     with fresh_database(admin_url) as url:
         env = env_for(bootstrap, url, topic)
-        cpu_before = children_cpu()
+        cpu_before, servers_before = children_cpu(), server_cpu()
         processes = start_consumers(members, env, log_dir, "--until-idle", "5")
         for process in processes:
             if process.wait(timeout=3600) != 0:
                 raise SystemExit(f"consumer failed, see {log_dir}")
         consumer_cpu = children_cpu() - cpu_before  # only the consumers were waited for in between
+        time.sleep(0.5)  # the server reaps the consumers' backends, which adds their CPU to its own
+        servers = {name: seconds - servers_before[name] for name, seconds in server_cpu().items()}
         with psycopg.connect(libpq_url(url)) as conn:
             stored = conn.execute(
                 "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'"
@@ -279,6 +289,9 @@ def throughput(
     print(
         f"  {members} consumer(s): {batch_summary(log_dir, last - first)}; "
         f"consumer CPU {consumer_cpu * 1000 / len(prepared):.2f} ms/bundle (start-up and idle tail included)"
+        + "".join(
+            f"; {name} {seconds * 1000 / len(prepared):.2f} ms/bundle" for name, seconds in servers.items()
+        )
     )
     return len(prepared) / (last - first)
 
@@ -287,6 +300,16 @@ def children_cpu() -> float:
     """User + system CPU seconds of the waited-for child processes so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def server_cpu() -> dict[str, float]:
+    """CPU seconds so far of each embedded server, its reaped children (PostgreSQL backends) included."""
+    seconds = {}
+    for name, pid in SERVER_PIDS.items():
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            seconds[name] = times.user + times.system + times.children_user + times.children_system
+    return seconds
 
 
 def batch_summary(log_dir: Path, wall: float) -> str:

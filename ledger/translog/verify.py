@@ -10,6 +10,11 @@ One pass over the entries in ``global_seq`` order, O(n) time and O(log n) memory
   the problem names the first leaf that differs from the stored tree (its ``global_seq`` and
   submission), or, when the tree was rewritten too, the range the altered entry must lie in.
 
+With ``proven`` (:class:`ledger.translog.leaves.ProvenLeaves`, from ``ledger verify``'s ledger pass
+under the same snapshot) an entry whose hashes that pass proved from its content is not read again:
+its proven leaf is used, and only its ``global_seq`` and submission are read. Every other entry
+(one whose stored hashes are wrong, or that no submission row covers) is read and checked as above.
+
 Checkpoint signatures are checked with the public key given, else the one beside
 ``LEDGER_SIGNING_KEY`` (``PATH.pub``). An exported checkpoint is the one a database superuser
 cannot rewrite: pass it in ``external_notes``.
@@ -28,12 +33,12 @@ from sqlalchemy import Engine
 
 from engine.merkle.rfc6962 import Frontier, empty_root
 from ledger.translog.checkpoints import latest_checkpoint, list_checkpoints
-from ledger.translog.db import Database
+from ledger.translog.db import Database, run_dicts
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
-from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
+from ledger.translog.leaves import EntryCheckError, ProvenLeaves, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
 from ledger.translog.tiles import TILE_HEIGHT
-from ledger.translog.tree import fetch_nodes, node_key, read_entries, tree_size
+from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, fetch_nodes, node_key, read_entries, tree_size
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
 
@@ -155,8 +160,9 @@ def _collect_targets(
 class _Scan:
     """State of the pass over the entries."""
 
-    def __init__(self, stored_size: int) -> None:
+    def __init__(self, stored_size: int, proven: ProvenLeaves | None) -> None:
         self.stored_size = stored_size
+        self.proven = proven
         self.frontier = Frontier()
         self.first_bad: tuple[int, str] | None = (
             None  # (global_seq, submission) of first leaf differing from the tree
@@ -176,11 +182,16 @@ class _Scan:
         sizes = []
         for row in rows:
             seq, submission = int(row["global_seq"]), str(row["submission_id"])
-            try:
-                content_hash, mismatch = check_stored_entry(row)
-                leaf = entry_leaf_hash(content_hash)
-            except EntryCheckError as exc:
-                mismatch, leaf = exc, b"\xff" * 32
+            proven = self.proven.get(seq) if self.proven is not None else None
+            mismatch: EntryCheckError | None = None
+            if proven is not None:
+                leaf = proven
+            else:
+                try:
+                    content_hash, mismatch = check_stored_entry(row)
+                    leaf = entry_leaf_hash(content_hash)
+                except EntryCheckError as exc:
+                    mismatch, leaf = exc, b"\xff" * 32
             if mismatch is not None:
                 message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
                 self.report(LogProblem(mismatch.code, message, seq, submission))
@@ -227,8 +238,12 @@ def verify_checkpoints(
     *,
     public_key: Ed25519PublicKey | None = None,
     external_notes: Sequence[tuple[str, str]] = (),
+    proven: ProvenLeaves | None = None,
 ) -> list[LogProblem]:
-    """Check every stored checkpoint (and ``external_notes``: ``(name, note)``) against the entries."""
+    """Check every stored checkpoint (and ``external_notes``: ``(name, note)``) against the entries.
+
+    ``proven``: leaves a pass over the same snapshot proved (see the module's docstring).
+    """
     key = public_key if public_key is not None else default_public_key()
     problems: list[LogProblem] = []
     with _connection(target) as connection:
@@ -242,7 +257,7 @@ def verify_checkpoints(
                 )
             )
         targets = _collect_targets(connection, key, external_notes, problems)
-        scan = _Scan(tree_size(connection))
+        scan = _Scan(tree_size(connection), proven)
         pending = list(targets)
         matched: list[_Target] = []
         # After a split view the database's own checkpoints may be re-signed: only exported ones bound a range.
@@ -253,7 +268,7 @@ def verify_checkpoints(
                 problems.append(_root_problem(item, empty_root(), scan, matched, split))
         gap = False
         while not gap:
-            rows = read_entries(connection, scan.frontier.size, SCAN_BATCH)
+            rows = _read(connection, scan.frontier.size, proven)
             if not rows:
                 break
             for position, row in enumerate(rows):
@@ -307,6 +322,29 @@ def verify_checkpoints(
                 LogProblem(code, f"{count - MAX_REPORTS_PER_CODE} more {code} problems not listed")
             )
     return problems
+
+
+def _read(connection: Database, after: int, proven: ProvenLeaves | None) -> list[dict[str, Any]]:
+    """The next entries after ``after``: whole rows, except for entries ``proven`` holds (their
+    ``global_seq`` and submission only)."""
+    if proven is None:
+        return read_entries(connection, after, SCAN_BATCH)
+    rows = run_dicts(
+        connection,
+        f"SELECT global_seq, submission_id FROM {ENTRIES} WHERE global_seq > %(after)s "
+        "ORDER BY global_seq LIMIT %(limit)s",
+        {"after": after, "limit": SCAN_BATCH},
+    )
+    unproven = [row["global_seq"] for row in rows if proven.get(row["global_seq"]) is None]
+    if not unproven:
+        return rows
+    whole = run_dicts(
+        connection,
+        f"SELECT {ENTRY_COLUMNS} FROM {ENTRIES} WHERE global_seq = ANY(%(seqs)s)",
+        {"seqs": unproven},
+    )
+    by_seq = {row["global_seq"]: row for row in whole}
+    return [by_seq.get(row["global_seq"], row) for row in rows]  # a row read partly fails closed
 
 
 def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target], split: bool) -> LogProblem:

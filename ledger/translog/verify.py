@@ -31,7 +31,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
-from engine.merkle.rfc6962 import Frontier, empty_root
+from engine.merkle.rfc6962 import Frontier, empty_root, root_from_leaf_hashes
 from ledger.translog.checkpoints import latest_checkpoint, list_checkpoints
 from ledger.translog.db import Database, run_dicts
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
@@ -157,6 +157,10 @@ def _collect_targets(
     return sorted(targets, key=lambda target: target.tree_size)
 
 
+_Node = tuple[int, str, tuple[int, int], bytes]  # (global_seq, submission, (level, idx), hash)
+TILE_WIDTH = 1 << TILE_HEIGHT
+
+
 class _Scan:
     """State of the pass over the entries."""
 
@@ -176,32 +180,69 @@ class _Scan:
         if count <= MAX_REPORTS_PER_CODE:
             self.problems.append(problem)
 
-    def batch(self, connection: Database, rows: list[dict[str, Any]]) -> list[int]:
-        """Append a batch of entries; returns the tree sizes reached along the way."""
-        completed: list[tuple[int, str, tuple[int, int], bytes]] = []
-        sizes = []
-        for row in rows:
-            seq, submission = int(row["global_seq"]), str(row["submission_id"])
-            proven = self.proven.get(seq) if self.proven is not None else None
-            mismatch: EntryCheckError | None = None
-            if proven is not None:
-                leaf = proven
+    def leaf(self, row: dict[str, Any]) -> tuple[int, str, bytes]:
+        """``(global_seq, submission, leaf hash)`` of an entry: the proven leaf, else recomputed from
+        its content (reporting a stored hash that disagrees)."""
+        seq, submission = int(row["global_seq"]), str(row["submission_id"])
+        proven = self.proven.get(seq) if self.proven is not None else None
+        if proven is not None:
+            return seq, submission, proven
+        try:
+            content_hash, mismatch = check_stored_entry(row)
+            leaf = entry_leaf_hash(content_hash)
+        except EntryCheckError as exc:
+            mismatch, leaf = exc, b"\xff" * 32
+        if mismatch is not None:
+            message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
+            self.report(LogProblem(mismatch.code, message, seq, submission))
+        return seq, submission, leaf
+
+    def append_tile(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node]) -> None:
+        """Append a whole aligned tile of leaves: its root is appended to the frontier scaled by a tile
+        (a frontier whose size is a multiple of 256 holds only subtrees of 256 leaves or more)."""
+        start = self.frontier.size
+        root = root_from_leaf_hashes([leaf for _, _, leaf in leaves])
+        scaled = Frontier(start >> TILE_HEIGHT, self.frontier.subtree_roots)
+        scaled, subtrees = scaled.append_with_subtrees(root)
+        self.frontier = Frontier(start + TILE_WIDTH, scaled.subtree_roots)
+        if start + TILE_WIDTH <= self.stored_size:
+            completed.extend((seq, submission, (0, seq - 1), leaf) for seq, submission, leaf in leaves)
+            seq, submission, _ = leaves[-1]
+            for subtree in subtrees:
+                key = node_key(subtree.start << TILE_HEIGHT, subtree.end << TILE_HEIGHT)
+                if key[0] % TILE_HEIGHT == 0:
+                    completed.append((seq, submission, key, subtree.hash))
+
+    def append_leaf(self, seq: int, submission: str, leaf: bytes, completed: list[_Node]) -> None:
+        """Append one leaf, noting the stored nodes it completes."""
+        self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
+        if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
+            keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
+            completed.extend(
+                (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
+            )
+
+    def batch(self, connection: Database, rows: list[dict[str, Any]]) -> None:
+        """Append a batch of consecutive entries and compare the stored nodes they complete."""
+        completed: list[_Node] = []
+        self.append(list(map(self.leaf, rows)), completed)
+        self.compare(connection, completed)
+
+    def append(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node]) -> None:
+        """Append consecutive leaves, whole aligned tiles at once, noting the stored nodes completed."""
+        position = 0
+        while position < len(leaves):
+            start = self.frontier.size
+            whole_tile = start % TILE_WIDTH == 0 and len(leaves) - position >= TILE_WIDTH
+            if whole_tile and (start + TILE_WIDTH <= self.stored_size or start >= self.stored_size):
+                self.append_tile(leaves[position : position + TILE_WIDTH], completed)
+                position += TILE_WIDTH
             else:
-                try:
-                    content_hash, mismatch = check_stored_entry(row)
-                    leaf = entry_leaf_hash(content_hash)
-                except EntryCheckError as exc:
-                    mismatch, leaf = exc, b"\xff" * 32
-            if mismatch is not None:
-                message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
-                self.report(LogProblem(mismatch.code, message, seq, submission))
-            self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
-            if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
-                keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
-                completed.extend(
-                    (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
-                )
-            sizes.append(self.frontier.size)
+                self.append_leaf(*leaves[position], completed)
+                position += 1
+
+    def compare(self, connection: Database, completed: list[_Node]) -> None:
+        """Compare the completed nodes with the stored tiles; report leaves and nodes that differ."""
         stored = fetch_nodes(connection, [key for _, _, key, _ in completed])
         leaf_bad: set[int] = set()
         for seq, submission, key, value in completed:
@@ -230,7 +271,6 @@ class _Scan:
                         submission,
                     )
                 )
-        return sizes
 
 
 def verify_checkpoints(

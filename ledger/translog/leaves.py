@@ -22,6 +22,7 @@ from ledger.store.hashing import entry_hash, merkle_leaf_data, payload_hash
 __all__ = [
     "ENTRY_FIELDS",
     "EntryCheckError",
+    "ProvenLeaves",
     "check_stored_entry",
     "entry_leaf_hash",
     "hash_from_hex",
@@ -167,3 +168,35 @@ def check_stored_entry(row: Mapping[str, Any]) -> tuple[str, EntryCheckError | N
         )
         return content_hash, EntryCheckError(message, "entry_hash_mismatch")
     return content_hash, None
+
+
+class ProvenLeaves:
+    """Leaf hashes of entries whose stored hashes a caller already recomputed from their content.
+
+    ``ledger verify`` hashes every entry once in its ledger pass; the log check takes the leaves of
+    the entries whose ``payload_hash`` and ``entry_hash`` that pass proved, instead of reading and
+    hashing them again. Compact: 32 bytes per entry, indexed by ``global_seq``.
+    """
+
+    def __init__(self) -> None:
+        self._hashes = bytearray()
+        self._present = bytearray()
+
+    def add(self, global_seq: int, entry_hash_hex: str) -> None:
+        """Record that the entry ``global_seq`` has the proven ``entry_hash``."""
+        index = leaf_index_for(global_seq)
+        if index < 0:
+            raise ValueError(f"global_seq must be positive, got {global_seq}")
+        if index >= len(self._present):
+            grow = max(index + 1 - len(self._present), len(self._present))  # amortised growth
+            self._present.extend(bytes(grow))
+            self._hashes.extend(bytes(32 * grow))
+        self._hashes[32 * index : 32 * index + 32] = entry_leaf_hash(entry_hash_hex)
+        self._present[index] = 1
+
+    def get(self, global_seq: int) -> bytes | None:
+        """The leaf hash of entry ``global_seq``, or None when it was not proven."""
+        index = leaf_index_for(global_seq)
+        if 0 <= index < len(self._present) and self._present[index]:
+            return bytes(self._hashes[32 * index : 32 * index + 32])
+        return None

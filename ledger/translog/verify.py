@@ -10,6 +10,11 @@ One pass over the entries in ``global_seq`` order, O(n) time and O(log n) memory
   the problem names the first leaf that differs from the stored tree (its ``global_seq`` and
   submission), or, when the tree was rewritten too, the range the altered entry must lie in.
 
+With ``proven`` (:class:`ledger.translog.leaves.ProvenLeaves`, from ``ledger verify``'s ledger pass
+under the same snapshot) an entry whose hashes that pass proved from its content is not read again:
+its proven leaf is used, and only its ``global_seq`` and submission are read. Every other entry
+(one whose stored hashes are wrong, or that no submission row covers) is read and checked as above.
+
 Checkpoint signatures are checked with the public key given, else the one beside
 ``LEDGER_SIGNING_KEY`` (``PATH.pub``). An exported checkpoint is the one a database superuser
 cannot rewrite: pass it in ``external_notes``.
@@ -26,14 +31,14 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
-from engine.merkle.rfc6962 import Frontier, empty_root
+from engine.merkle.rfc6962 import Frontier, empty_root, root_from_leaf_hashes
 from ledger.translog.checkpoints import latest_checkpoint, list_checkpoints
-from ledger.translog.db import Database
+from ledger.translog.db import Database, run_dicts
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
-from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
+from ledger.translog.leaves import EntryCheckError, ProvenLeaves, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
 from ledger.translog.tiles import TILE_HEIGHT
-from ledger.translog.tree import fetch_nodes, node_key, read_entries, tree_size
+from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, fetch_nodes, node_key, read_entries, tree_size
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
 
@@ -152,11 +157,16 @@ def _collect_targets(
     return sorted(targets, key=lambda target: target.tree_size)
 
 
+_Node = tuple[int, str, tuple[int, int], bytes]  # (global_seq, submission, (level, idx), hash)
+TILE_WIDTH = 1 << TILE_HEIGHT
+
+
 class _Scan:
     """State of the pass over the entries."""
 
-    def __init__(self, stored_size: int) -> None:
+    def __init__(self, stored_size: int, proven: ProvenLeaves | None) -> None:
         self.stored_size = stored_size
+        self.proven = proven
         self.frontier = Frontier()
         self.first_bad: tuple[int, str] | None = (
             None  # (global_seq, submission) of first leaf differing from the tree
@@ -170,27 +180,69 @@ class _Scan:
         if count <= MAX_REPORTS_PER_CODE:
             self.problems.append(problem)
 
-    def batch(self, connection: Database, rows: list[dict[str, Any]]) -> list[int]:
-        """Append a batch of entries; returns the tree sizes reached along the way."""
-        completed: list[tuple[int, str, tuple[int, int], bytes]] = []
-        sizes = []
-        for row in rows:
-            seq, submission = int(row["global_seq"]), str(row["submission_id"])
-            try:
-                content_hash, mismatch = check_stored_entry(row)
-                leaf = entry_leaf_hash(content_hash)
-            except EntryCheckError as exc:
-                mismatch, leaf = exc, b"\xff" * 32
-            if mismatch is not None:
-                message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
-                self.report(LogProblem(mismatch.code, message, seq, submission))
-            self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
-            if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
-                keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
-                completed.extend(
-                    (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
-                )
-            sizes.append(self.frontier.size)
+    def leaf(self, row: dict[str, Any]) -> tuple[int, str, bytes]:
+        """``(global_seq, submission, leaf hash)`` of an entry: the proven leaf, else recomputed from
+        its content (reporting a stored hash that disagrees)."""
+        seq, submission = int(row["global_seq"]), str(row["submission_id"])
+        proven = self.proven.get(seq) if self.proven is not None else None
+        if proven is not None:
+            return seq, submission, proven
+        try:
+            content_hash, mismatch = check_stored_entry(row)
+            leaf = entry_leaf_hash(content_hash)
+        except EntryCheckError as exc:
+            mismatch, leaf = exc, b"\xff" * 32
+        if mismatch is not None:
+            message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
+            self.report(LogProblem(mismatch.code, message, seq, submission))
+        return seq, submission, leaf
+
+    def append_tile(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node]) -> None:
+        """Append a whole aligned tile of leaves: its root is appended to the frontier scaled by a tile
+        (a frontier whose size is a multiple of 256 holds only subtrees of 256 leaves or more)."""
+        start = self.frontier.size
+        root = root_from_leaf_hashes([leaf for _, _, leaf in leaves])
+        scaled = Frontier(start >> TILE_HEIGHT, self.frontier.subtree_roots)
+        scaled, subtrees = scaled.append_with_subtrees(root)
+        self.frontier = Frontier(start + TILE_WIDTH, scaled.subtree_roots)
+        if start + TILE_WIDTH <= self.stored_size:
+            completed.extend((seq, submission, (0, seq - 1), leaf) for seq, submission, leaf in leaves)
+            seq, submission, _ = leaves[-1]
+            for subtree in subtrees:
+                key = node_key(subtree.start << TILE_HEIGHT, subtree.end << TILE_HEIGHT)
+                if key[0] % TILE_HEIGHT == 0:
+                    completed.append((seq, submission, key, subtree.hash))
+
+    def append_leaf(self, seq: int, submission: str, leaf: bytes, completed: list[_Node]) -> None:
+        """Append one leaf, noting the stored nodes it completes."""
+        self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
+        if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
+            keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
+            completed.extend(
+                (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
+            )
+
+    def batch(self, connection: Database, rows: list[dict[str, Any]]) -> None:
+        """Append a batch of consecutive entries and compare the stored nodes they complete."""
+        completed: list[_Node] = []
+        self.append(list(map(self.leaf, rows)), completed)
+        self.compare(connection, completed)
+
+    def append(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node]) -> None:
+        """Append consecutive leaves, whole aligned tiles at once, noting the stored nodes completed."""
+        position = 0
+        while position < len(leaves):
+            start = self.frontier.size
+            whole_tile = start % TILE_WIDTH == 0 and len(leaves) - position >= TILE_WIDTH
+            if whole_tile and (start + TILE_WIDTH <= self.stored_size or start >= self.stored_size):
+                self.append_tile(leaves[position : position + TILE_WIDTH], completed)
+                position += TILE_WIDTH
+            else:
+                self.append_leaf(*leaves[position], completed)
+                position += 1
+
+    def compare(self, connection: Database, completed: list[_Node]) -> None:
+        """Compare the completed nodes with the stored tiles; report leaves and nodes that differ."""
         stored = fetch_nodes(connection, [key for _, _, key, _ in completed])
         leaf_bad: set[int] = set()
         for seq, submission, key, value in completed:
@@ -219,7 +271,6 @@ class _Scan:
                         submission,
                     )
                 )
-        return sizes
 
 
 def verify_checkpoints(
@@ -227,8 +278,12 @@ def verify_checkpoints(
     *,
     public_key: Ed25519PublicKey | None = None,
     external_notes: Sequence[tuple[str, str]] = (),
+    proven: ProvenLeaves | None = None,
 ) -> list[LogProblem]:
-    """Check every stored checkpoint (and ``external_notes``: ``(name, note)``) against the entries."""
+    """Check every stored checkpoint (and ``external_notes``: ``(name, note)``) against the entries.
+
+    ``proven``: leaves a pass over the same snapshot proved (see the module's docstring).
+    """
     key = public_key if public_key is not None else default_public_key()
     problems: list[LogProblem] = []
     with _connection(target) as connection:
@@ -242,7 +297,7 @@ def verify_checkpoints(
                 )
             )
         targets = _collect_targets(connection, key, external_notes, problems)
-        scan = _Scan(tree_size(connection))
+        scan = _Scan(tree_size(connection), proven)
         pending = list(targets)
         matched: list[_Target] = []
         # After a split view the database's own checkpoints may be re-signed: only exported ones bound a range.
@@ -253,7 +308,7 @@ def verify_checkpoints(
                 problems.append(_root_problem(item, empty_root(), scan, matched, split))
         gap = False
         while not gap:
-            rows = read_entries(connection, scan.frontier.size, SCAN_BATCH)
+            rows = _read(connection, scan.frontier.size, proven)
             if not rows:
                 break
             for position, row in enumerate(rows):
@@ -307,6 +362,29 @@ def verify_checkpoints(
                 LogProblem(code, f"{count - MAX_REPORTS_PER_CODE} more {code} problems not listed")
             )
     return problems
+
+
+def _read(connection: Database, after: int, proven: ProvenLeaves | None) -> list[dict[str, Any]]:
+    """The next entries after ``after``: whole rows, except for entries ``proven`` holds (their
+    ``global_seq`` and submission only)."""
+    if proven is None:
+        return read_entries(connection, after, SCAN_BATCH)
+    rows = run_dicts(
+        connection,
+        f"SELECT global_seq, submission_id FROM {ENTRIES} WHERE global_seq > %(after)s "
+        "ORDER BY global_seq LIMIT %(limit)s",
+        {"after": after, "limit": SCAN_BATCH},
+    )
+    unproven = [row["global_seq"] for row in rows if proven.get(row["global_seq"]) is None]
+    if not unproven:
+        return rows
+    whole = run_dicts(
+        connection,
+        f"SELECT {ENTRY_COLUMNS} FROM {ENTRIES} WHERE global_seq = ANY(%(seqs)s)",
+        {"seqs": unproven},
+    )
+    by_seq = {row["global_seq"]: row for row in whole}
+    return [by_seq.get(row["global_seq"], row) for row in rows]  # a row read partly fails closed
 
 
 def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target], split: bool) -> LogProblem:

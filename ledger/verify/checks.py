@@ -33,8 +33,9 @@ __all__ = ["Problem", "check_submission"]
 class _Checker(RootChecks):
     """State of the checks of one submission."""
 
-    def __init__(self, group: SubmissionGroup) -> None:
+    def __init__(self, group: SubmissionGroup, verified: list[tuple[int, str]] | None = None) -> None:
         self.group = group
+        self.verified = verified
         self.problems: list[Problem] = []
         self.payloads: dict[str, Any] = {}
         self.pieces: dict[str, Any] = {}
@@ -99,15 +100,18 @@ class _Checker(RootChecks):
             entry.prev_hash,
             entry.engine_version,
         )
-        details = {"stored": entry.payload_hash, "recomputed": recomputed_payload}
-        if recomputed_payload != entry.payload_hash:
+        if recomputed_payload == entry.payload_hash and recomputed_entry == entry.entry_hash:
+            if self.verified is not None:  # the transparency log's leaf input, proven from the content
+                self.verified.append((entry.global_seq, recomputed_entry))
+        elif recomputed_payload != entry.payload_hash:
+            details = {"stored": entry.payload_hash, "recomputed": recomputed_payload}
             self.report(
                 "payload_hash_mismatch",
                 "the stored payload text does not hash to payload_hash",
                 details=details,
                 **where,
             )
-        elif recomputed_entry != entry.entry_hash:
+        else:
             details = {"stored": entry.entry_hash, "recomputed": recomputed_entry}
             self.report(
                 "entry_hash_mismatch",
@@ -305,9 +309,13 @@ class _Checker(RootChecks):
         return None, None
 
 
-def check_submission(group: SubmissionGroup) -> list[Problem]:
-    """Every problem of one submission (empty when it verifies)."""
-    checker = _Checker(group)
+def check_submission(group: SubmissionGroup, verified: list[tuple[int, str]] | None = None) -> list[Problem]:
+    """Every problem of one submission (empty when it verifies).
+
+    ``verified`` (if given) receives ``(global_seq, entry_hash)`` of every entry whose stored
+    ``payload_hash`` and ``entry_hash`` both equal the ones recomputed from its content.
+    """
+    checker = _Checker(group, verified)
     checker.header()
     checker.entries()
     if group.status == "audited":

@@ -3,8 +3,10 @@
 One consistent snapshot, read in pages of submissions (:mod:`ledger.verify.source`); every
 submission's entries, steps and roots are recomputed from stored bytes
 (:mod:`ledger.verify.checks`); then the ledger-wide facts: the global sequence is gapless and
-every step row belongs to a ``trace.step`` entry of its submission. Finally the transparency log's
-checkpoints are checked against the entries (:func:`ledger.translog.verify.verify_checkpoints`).
+every step row belongs to a ``trace.step`` entry of its submission. Finally, under the same
+snapshot, the transparency log's checkpoints are checked against the entries
+(:func:`ledger.translog.verify.verify_checkpoints`), reusing the leaf of every entry whose hashes
+the ledger pass proved from its content, so that each entry is read and hashed once.
 
 The report lists every broken item (at most :data:`MAX_PER_CODE` per code, the rest counted), with
 a Sentinel challenge wherever a PoR component is involved; it is ``ok`` when no item has severity
@@ -23,17 +25,16 @@ from sqlalchemy import Engine
 
 from engine.version import ENGINE_VERSION
 from ledger.store.read import auto_jobs, read_ahead, snapshot
-from ledger.verify.checks import check_submission
+from ledger.translog.leaves import ProvenLeaves
 from ledger.verify.problems import Problem
 from ledger.verify.source import (
-    SubmissionGroup,
     count_submissions,
     iter_groups,
     orphan_steps,
     sequence_facts,
     unbacked_offset_moves,
 )
-from ledger.verify.workers import PageResult, checked_pages
+from ledger.verify.workers import PageResult, checked, checked_pages
 
 __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
 
@@ -171,14 +172,16 @@ def _offset_moves(conn: Any, report: VerifyReport) -> None:
 
 
 def _translog(
-    engine: Engine,
+    conn: Any,
     report: VerifyReport,
     public_key: Ed25519PublicKey | None,
     external_notes: Sequence[tuple[str, str]],
+    proven: ProvenLeaves,
 ) -> None:
     from ledger.translog.verify import verify_checkpoints
 
-    for item in verify_checkpoints(engine, public_key=public_key, external_notes=external_notes):
+    problems = verify_checkpoints(conn, public_key=public_key, external_notes=external_notes, proven=proven)
+    for item in problems:
         severity: Literal["error", "warning"] = "warning" if item.severity == "warning" else "error"
         details = {"checkpoint": item.checkpoint} if item.checkpoint else {}
         report.add(
@@ -223,20 +226,19 @@ def run_verify(
             size = max(100, min(page_size, total // (jobs * 4) + 1))  # enough pages to keep workers busy
             pages: Iterable[PageResult] = checked_pages(conn, url, jobs, size)
         else:
-            pages = (_check(page) for page in read_ahead(iter_groups(conn, page_size)))
+            pages = (checked(page) for page in read_ahead(iter_groups(conn, page_size)))
+        proven = ProvenLeaves()
         for result in pages:
+            if translog:
+                for global_seq, entry_hash in result.verified:
+                    proven.add(global_seq, entry_hash)
             report.submissions += result.submissions
             report.steps += result.steps
             for problem in result.problems:
                 report.add(problem)
             if progress is not None:
                 progress(report.submissions, total, report.steps, 0)
-    if translog:
-        _translog(engine, report, public_key, external_notes)
+        if translog:
+            _translog(conn, report, public_key, external_notes, proven)
     report.elapsed_seconds = time.perf_counter() - started
     return report
-
-
-def _check(page: list[SubmissionGroup]) -> PageResult:
-    problems = [problem for group in page for problem in check_submission(group)]
-    return PageResult(len(page), sum(len(group.steps) for group in page), problems)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
@@ -25,7 +25,7 @@ from ledger.verify.checks import check_submission
 from ledger.verify.problems import Problem
 from ledger.verify.source import SubmissionGroup, load_page
 
-__all__ = ["PageResult", "checked_pages", "page_starts"]
+__all__ = ["PageResult", "checked", "checked_pages", "page_starts"]
 
 _CONNECTIONS: dict[str, Connection[Any]] = {}
 _SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
@@ -33,11 +33,13 @@ _SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
 
 @dataclass(frozen=True)
 class PageResult:
-    """What one page held and what was wrong in it."""
+    """What one page held, what was wrong in it, and ``(global_seq, entry_hash)`` of every entry
+    whose stored hashes its content proved (for the transparency log's check)."""
 
     submissions: int
     steps: int
     problems: list[Problem]
+    verified: list[tuple[int, str]] = field(default_factory=list)
 
 
 def page_starts(conn: Connection[Any], page_size: int) -> list[str]:
@@ -67,12 +69,14 @@ def check_page(url: str, snapshot_id: str, after: str, page_size: int) -> PageRe
         groups = load_page(conn, after, page_size)
     finally:
         conn.rollback()
-    return _checked(groups)
+    return checked(groups)
 
 
-def _checked(groups: list[SubmissionGroup]) -> PageResult:
-    problems = [problem for group in groups for problem in check_submission(group)]
-    return PageResult(len(groups), sum(len(group.steps) for group in groups), problems)
+def checked(groups: list[SubmissionGroup]) -> PageResult:
+    """Check every submission of a page."""
+    verified: list[tuple[int, str]] = []
+    problems = [problem for group in groups for problem in check_submission(group, verified)]
+    return PageResult(len(groups), sum(len(group.steps) for group in groups), problems, verified)
 
 
 def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) -> Iterator[PageResult]:
@@ -97,5 +101,5 @@ def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) ->
         for index, task in enumerate(tasks):
             while index < taken - 1 and not task.done() and tasks[taken - 1].cancel():
                 taken -= 1
-                inline[taken] = _checked(load_page(conn, starts[taken], page_size))
+                inline[taken] = checked(load_page(conn, starts[taken], page_size))
             yield inline.pop(index) if index >= taken else task.result()

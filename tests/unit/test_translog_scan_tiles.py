@@ -1,0 +1,32 @@
+"""The log check appends whole tiles at once: the same frontier and stored-node list as leaf by leaf."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ledger.translog.verify import TILE_WIDTH, _Node, _Scan
+
+
+def _leaves(count: int) -> list[tuple[int, str, bytes]]:
+    return [
+        (seq, f"sub-{seq // 7}", hashlib.sha256(str(seq).encode()).digest()) for seq in range(1, count + 1)
+    ]
+
+
+@pytest.mark.parametrize("stored_size", [0, 300, 700, 5000])
+@pytest.mark.parametrize("first_leaves", [0, 5, 256])
+def test_tile_appends_match_leaf_appends(stored_size: int, first_leaves: int) -> None:
+    leaves = _leaves(1800)
+    by_leaf, by_tile = _Scan(stored_size, None), _Scan(stored_size, None)
+    nodes_by_leaf: list[_Node] = []
+    nodes_by_tile: list[_Node] = []
+    for leaf in leaves:
+        by_leaf.append_leaf(*leaf, nodes_by_leaf)
+    for leaf in leaves[:first_leaves]:
+        by_tile.append_leaf(*leaf, nodes_by_tile)
+    by_tile.append(leaves[first_leaves:], nodes_by_tile)
+    assert by_tile.frontier == by_leaf.frontier
+    assert nodes_by_tile == nodes_by_leaf
+    assert len(nodes_by_leaf) == min(stored_size, len(leaves)) + min(stored_size, len(leaves)) // TILE_WIDTH

@@ -20,7 +20,7 @@ from ledger.translog.bundles import entry_record, inclusion_bundle
 from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint
 from ledger.translog.db import run_dicts
 from ledger.translog.leaves import check_stored_entry, entry_leaf_hash
-from ledger.translog.proving import ProofError, prove_consistency
+from ledger.translog.proving import ProofDamagedError, ProofError, prove_consistency
 from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, TreeError, inclusion_proof_at, tree_size
 
 __all__ = ["NOTE_MEDIA_TYPE", "latest_note", "router"]
@@ -109,8 +109,10 @@ def consistency(
         raise ApiProblem(404, "beyond_tree", f"the tree holds {current} leaves; no tree of size {to_size}")
     try:
         return prove_consistency(db, from_size, to_size)
-    except ProofError as exc:
+    except ProofDamagedError as exc:
         raise _damaged(str(exc)) from None
+    except ProofError as exc:  # no signed checkpoint covers the size yet
+        raise ApiProblem(404, "not_covered", str(exc)) from None
 
 
 def latest_note(db: Connection) -> str:

@@ -17,7 +17,8 @@ from ledger.translog.leaves import entry_leaf_hash
 from ledger.translog.proving import prove_consistency
 from ledger.translog.tree import node_key, root_at
 from ledger.translog.verify import verify_checkpoints
-from tests.helpers.ledger_factories import audited, fetch_all
+from tests.helpers.database import query
+from tests.helpers.ledger_factories import audited
 from tests.helpers.replay import build_ledger, ledger_json
 
 pytestmark = pytest.mark.integration
@@ -26,14 +27,14 @@ TILES = "SELECT level, idx, width, hashes FROM ledger_store.merkle_tiles ORDER B
 NODES = "SELECT level, idx, hash FROM ledger_store.merkle_nodes ORDER BY level, idx"
 
 
-def _rows(url: str, query: str) -> list[tuple[object, ...]]:
-    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in fetch_all(url, query)]
+def _rows(url: str, statement: str) -> list[tuple[object, ...]]:
+    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in query(url, statement)]
 
 
 def _every_perfect_subtree(url: str) -> list[tuple[object, ...]]:
     """What the code before revision 0007 stored: each subtree the appends completed."""
     frontier, nodes = Frontier(), []
-    for (value,) in fetch_all(url, "SELECT entry_hash FROM ledger_store.entries ORDER BY global_seq"):
+    for (value,) in query(url, "SELECT entry_hash FROM ledger_store.entries ORDER BY global_seq"):
         frontier, completed = frontier.append_with_subtrees(entry_leaf_hash(value))
         nodes += [(*node_key(s.start, s.end), s.hash) for s in completed]
     return sorted(nodes)

@@ -34,6 +34,11 @@ def run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except (
+        UnicodeEncodeError
+    ) as exc:  # an argument with bytes that are not UTF-8 reached a database or a note
+        print(f"ledger {args.command}: an argument is not UTF-8 text ({exc.reason})", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_le
 from ledger.translog.note import (
     Checkpoint,
     NoteError,
+    check_origin,
     format_timestamp,
     key_id,
     open_checkpoint,
@@ -170,6 +171,10 @@ def resolve_origin(db: Database, origin: str | None) -> str:
     """The log's origin: the given one, else the stored checkpoints', else the env or the default."""
     previous = latest_checkpoint(db)
     chosen = origin or (previous.origin if previous else None) or os.environ.get(ORIGIN_ENV) or DEFAULT_ORIGIN
+    try:
+        check_origin(chosen)
+    except NoteError as exc:
+        raise CheckpointError(str(exc)) from None
     if previous is not None and previous.origin != chosen:
         raise CheckpointError(f"the log's origin is {previous.origin!r}; refusing to sign as {chosen!r}")
     return chosen

@@ -140,18 +140,24 @@ def misplaced_tiles(db: Database, size: int) -> list[str]:
     """What differs from the tiles of a tree of ``size`` leaves, level by level (one query).
 
     Level ``L`` must hold ``n = size >> 8L`` hashes in tiles ``0 .. ceil(n / 256) - 1``, all full
-    but the last; no level beyond holds a tile. Empty when the layout is right.
+    but the last, each exactly ``32 * width`` bytes; no level beyond holds a tile. Empty when the
+    layout is right.
     """
     rows = run(
         db,
-        f"SELECT level, count(*), sum(width), max(idx), count(*) FILTER (WHERE width < {TILE_WIDTH}) "
+        f"SELECT level, count(*), sum(width), max(idx), count(*) FILTER (WHERE width < {TILE_WIDTH}), "
+        f"count(*) FILTER (WHERE octet_length(hashes) <> {HASH_SIZE} * width) "
         f"FROM {TILES} GROUP BY level ORDER BY level",
     )
     found = {
         int(level): (int(count), int(total), int(last), int(partial))
-        for level, count, total, last, partial in rows
+        for level, count, total, last, partial, _ in rows
     }
-    problems = []
+    problems = [
+        f"level {level} holds {int(bad)} tile(s) whose length is not 32 bytes per hash of their width"
+        for level, *_, bad in rows
+        if bad
+    ]
     for level in range(MAX_TILE_LEVEL + 1):
         hashes = size >> (TILE_HEIGHT * level)
         tiles = -(-hashes // TILE_WIDTH)

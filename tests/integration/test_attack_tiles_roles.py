@@ -118,6 +118,17 @@ def test_a_tile_cut_to_a_non_multiple_of_32_bytes_fails_closed(log: Log) -> None
         engine.dispose()
 
 
+def test_bytes_beyond_a_tiles_width_are_named_by_verify(log: Log) -> None:
+    """Junk after ``32 * width`` is served by nothing, but the next widening would be refused for it."""
+    with psycopg.connect(libpq_url(log.url)) as conn:  # the owner drops the check first
+        conn.execute(f"ALTER TABLE {T} DROP CONSTRAINT ck_merkle_tiles_hashes_length")
+    tamper(log.url, f"UPDATE {T} SET hashes = hashes || sha256('junk') WHERE level = 0 AND idx = {LAST}")
+    problems = verify_checkpoints(log.engine, public_key=log.key.public_key())
+    assert [p.message for p in problems if p.code == "tile_layout"] == [
+        "level 0 holds 1 tile(s) whose length is not 32 bytes per hash of their width"
+    ]
+
+
 def test_a_hash_rewritten_between_an_append_and_the_next_checkpoint_is_never_signed(log: Log) -> None:
     """The new level-1 hash is read back by root_at and by the consistency proof alike, so only a
     root rebuilt from the rechecked leaves catches it."""

@@ -17,7 +17,7 @@ from api.models import ConsistencyProof, EntryProof
 from api.problems import ApiProblem, problem_responses
 from engine.merkle.rfc6962 import verify_inclusion
 from ledger.translog.bundles import entry_record, inclusion_bundle
-from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint
+from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint, matches_note
 from ledger.translog.db import run_dicts
 from ledger.translog.leaves import check_stored_entry, entry_leaf_hash
 from ledger.translog.proving import ProofDamagedError, ProofError, prove_consistency
@@ -46,6 +46,8 @@ def _checkpoint(db: Connection, size: int | None) -> StoredCheckpoint:
             if size is None
             else f"no signed checkpoint of size {size}",
         )
+    if not matches_note(checkpoint):
+        raise _damaged(f"checkpoint {checkpoint.checkpoint_id}'s row differs from its signed note")
     return checkpoint
 
 

@@ -31,7 +31,7 @@ from api.db import db_connection
 from api.problems import ApiProblem, problem_responses
 from api.proofs import NOTE_MEDIA_TYPE, NOTE_RESPONSE, latest_note
 from engine.merkle.rfc6962 import HASH_SIZE, leaf_hash
-from ledger.translog.checkpoints import StoredCheckpoint, latest_checkpoint
+from ledger.translog.checkpoints import StoredCheckpoint, latest_checkpoint, matches_note
 from ledger.translog.db import run
 from ledger.translog.leaves import check_stored_entry
 from ledger.translog.tables import TILES
@@ -109,6 +109,12 @@ def _available(db: Connection, tile: TileRef) -> StoredCheckpoint:
     checkpoint = latest_checkpoint(db)
     if checkpoint is None:
         raise ApiProblem(404, "no_checkpoint", "the log has no signed checkpoint yet")
+    if not matches_note(checkpoint):
+        raise ApiProblem(
+            500,
+            "log_damaged",
+            "the latest checkpoint's row differs from its signed note; run `ledger verify-log`",
+        )
     shift = 0 if tile.level == ENTRIES_LEVEL else TILE_HEIGHT * tile.level
     count_at_level = checkpoint.tree_size >> shift
     if tile.n * TILE_WIDTH + tile.w > count_at_level:

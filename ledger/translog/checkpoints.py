@@ -30,6 +30,8 @@ from ledger.translog.note import (
     format_timestamp,
     key_id,
     open_checkpoint,
+    parse_checkpoint_text,
+    parse_signed_note,
     sign_checkpoint,
 )
 from ledger.translog.tree import (
@@ -56,6 +58,7 @@ __all__ = [
     "find_checkpoint",
     "latest_checkpoint",
     "list_checkpoints",
+    "matches_note",
 ]
 
 CHECKPOINTS = f"{STORE_SCHEMA}.merkle_checkpoints"
@@ -125,6 +128,17 @@ def find_checkpoint(
         return latest_checkpoint(db)
     rows = run_dicts(db, f"SELECT {_COLUMNS} FROM {CHECKPOINTS} {query}", params)
     return _row(rows[0]) if rows else None
+
+
+def matches_note(checkpoint: StoredCheckpoint) -> bool:
+    """True if the row's origin, size and root are the ones its note's text states (no key needed):
+    a row rewritten beside its note is never used to bind a proof or a tile."""
+    try:
+        stated = parse_checkpoint_text(parse_signed_note(checkpoint.note).text)
+    except NoteError:
+        return False
+    row = (checkpoint.origin, checkpoint.tree_size, checkpoint.root_hash)
+    return (stated.origin, stated.tree_size, stated.root_hash) == row
 
 
 def covering_checkpoint(db: Database, size: int) -> StoredCheckpoint | None:

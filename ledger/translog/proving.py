@@ -19,6 +19,7 @@ from ledger.translog.checkpoints import (
     covering_checkpoint,
     find_checkpoint,
     list_checkpoints,
+    matches_note,
 )
 from ledger.translog.db import Database, run_dicts
 from ledger.translog.leaves import check_stored_entry, entry_leaf_hash
@@ -86,6 +87,10 @@ def _checkpoint(db: Database, checkpoint_id: int | None) -> StoredCheckpoint:
             if checkpoint_id is None
             else f"no checkpoint with id {checkpoint_id}"
         )
+    if not matches_note(checkpoint):
+        raise ProofDamagedError(
+            f"checkpoint {checkpoint.checkpoint_id}'s row differs from its note: run `ledger verify-log`"
+        )
     return checkpoint
 
 
@@ -134,6 +139,10 @@ def prove_consistency(db: Database, old_size: int, new_size: int) -> dict[str, A
     signed = covering_checkpoint(db, new_size)
     if signed is None:
         raise ProofError(f"no checkpoint covers tree size {new_size} yet: run `ledger checkpoint`")
+    if not matches_note(signed):
+        raise ProofDamagedError(
+            f"checkpoint {signed.checkpoint_id}'s row differs from its note: run `ledger verify-log`"
+        )
     try:
         old_root, new_root, proof = consistency_at(db, old_size, new_size)
         to_signed = consistency_proof_at(db, new_size, signed.tree_size)

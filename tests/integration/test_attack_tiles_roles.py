@@ -19,6 +19,8 @@ from ledger.migration import downgrade, upgrade
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import CheckpointDamagedError, create_checkpoint
 from ledger.translog.keys import generate_key_files, load_private_key
+from ledger.translog.proving import ProofDamagedError, prove_entries
+from ledger.translog.tree import tile_root
 from ledger.translog.verify import verify_checkpoints
 from tests.helpers.database import query, tamper
 from tests.helpers.ledger_factories import audited
@@ -127,6 +129,40 @@ def test_bytes_beyond_a_tiles_width_are_named_by_verify(log: Log) -> None:
     assert [p.message for p in problems if p.code == "tile_layout"] == [
         "level 0 holds 1 tile(s) whose length is not 32 bytes per hash of their width"
     ]
+
+
+def test_a_tile_rewritten_with_the_checkpoint_row_to_match_is_still_refused(log: Log) -> None:
+    """The owner flips a leaf hash and rewrites the checkpoint row's root to the tree's new root;
+    the signed note still holds the true root, so no tile or proof is bound to the forged one."""
+    tamper(
+        log.url,
+        f"UPDATE {T} SET hashes = set_byte(hashes, 7, get_byte(hashes, 7) # 1) WHERE level = 0 AND idx = 0",
+    )
+    with log.engine.connect() as connection:
+        forged = tile_root(
+            connection,
+            0,
+            0,
+            bytes(query(log.url, f"SELECT hashes FROM {T} WHERE level = 0 AND idx = 0")[0][0]),
+            log.size,
+        )
+    tamper(log.url, "UPDATE ledger_store.merkle_checkpoints SET root_hash = %(root)s", {"root": forged})
+    engine = reader_engine(log.url)
+    try:
+        with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+            for path in (
+                "/tile/0/000",
+                "/tile/entries/000",
+                "/v1/entries/2/proof",
+                "/v1/consistency?from=1&to=256",
+            ):
+                response = client.get(path)
+                assert (response.status_code, response.json()["code"]) == (500, "log_damaged"), path
+    finally:
+        engine.dispose()
+    with log.engine.connect() as connection, pytest.raises(ProofDamagedError, match="differs from its note"):
+        prove_entries(connection, "2")
+    assert "checkpoint_row_mismatch" in _errors(log)
 
 
 def test_a_hash_rewritten_between_an_append_and_the_next_checkpoint_is_never_signed(log: Log) -> None:

@@ -34,6 +34,7 @@ from ledger.store.records import ENTRY_WRITE_COLUMNS
 from ledger.translog.db import Database, run, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.tiles import (
+    MAX_TILE_LEVEL,
     TILE_HEIGHT,
     TILE_WIDTH,
     StoredTiles,
@@ -204,11 +205,17 @@ def _load_frontier(db: Database, size: int) -> tuple[Frontier, StoredTiles] | No
     """The frontier of ``size`` leaves and the partial tiles it comes from, checking in the same
     query that the tree has exactly ``size`` leaves. None when the tree is behind (it lacks leaf ``size - 1``).
     """
-    last_tile = (0, size // TILE_WIDTH)
-    probes = [(0, size - size % TILE_WIDTH, 0)] + ([(0, size - 1, 1)] if size else [])
-    tiles = fetch_tiles(db, edge_spans(size) + probes)
-    if tiles.widths.get(last_tile, 0) > size % TILE_WIDTH:
+    # the tile after the last hash of each level (and of the first level with none) must not hold more
+    counts = [size >> (TILE_HEIGHT * level) for level in range(MAX_TILE_LEVEL + 1)]
+    levels = [level for level, count in enumerate(counts) if count or not level or counts[level - 1]]
+    probes = [(level, counts[level] - counts[level] % TILE_WIDTH, 0) for level in levels]
+    tiles = fetch_tiles(db, edge_spans(size) + probes + ([(0, size - 1, 1)] if size else []))
+    if tiles.widths.get((0, size // TILE_WIDTH), 0) > size % TILE_WIDTH:
         raise TreeError(f"the tree already holds leaf {size}: it is ahead of the entries being appended")
+    for level in levels[1:]:
+        count = counts[level]
+        if tiles.widths.get((level, count // TILE_WIDTH), 0) > count % TILE_WIDTH:
+            raise TreeError(f"tile level {level} holds hashes beyond a tree of {size} leaves")
     if size and tiles.hashes(0, size - 1, 1) is None:
         return None
     roots = []

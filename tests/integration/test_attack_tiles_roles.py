@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.db import reader_engine
 from ledger.connect import create_ledger_engine, libpq_url
+from ledger.errors import LedgerDamagedError
 from ledger.migration import downgrade, upgrade
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import CheckpointDamagedError, create_checkpoint
@@ -257,3 +258,16 @@ def test_the_0007_upgrade_carries_a_tampered_node_table_and_verify_then_names_th
     assert _mth(leaves[: log.size]) != hashlib.sha256(b"").digest()  # the truth the tiles no longer give
     with pytest.raises(CheckpointDamagedError):
         create_checkpoint(log.engine, log.key)
+
+
+def test_a_writer_that_widens_a_level_1_tile_with_a_bogus_hash_is_named_and_stops_appends(log: Log) -> None:
+    """The trigger lets any widening through; verify names the hash beyond the tree, and the append
+    that reaches it is refused as damage, never a silently wrong tree."""
+    with psycopg.connect(libpq_url(log.url)) as conn:
+        conn.execute("SET ROLE ledger_writer")
+        conn.execute(f"UPDATE {T} SET width = width + 1, hashes = hashes || sha256('bogus') WHERE level = 1")
+    assert "tile_layout" in _errors(log)
+    with LedgerStore(log.url) as store, pytest.raises(LedgerDamagedError, match="ledger is damaged"):
+        for i in range(3):  # enough leaves to complete the next level-1 hash
+            store.append(audited(f"reach-{i}", steps=200))
+    assert "tile_layout" in _errors(log)

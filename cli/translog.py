@@ -17,7 +17,7 @@ from typing import Any
 from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE, for_ledger_error
 from ledger.translog.audit_command import add_audit_command
 from ledger.translog.keys import SigningKeyError, generate_key_files, load_public_key
-from ledger.translog.note import NoteError, check_origin, verifier_key
+from ledger.translog.note import MAX_NOTE_BYTES, NoteError, check_origin, verifier_key
 
 DEFAULT_ORIGIN_HELP = (
     "log origin (default: the stored checkpoints', else LEDGER_LOG_ORIGIN, else cournot-ledger.local/log)"
@@ -113,7 +113,10 @@ def read_checkpoint_notes(paths: Sequence[Path]) -> list[tuple[str, str]]:
     """``(path, text)`` of each exported checkpoint note; :class:`NoteFileError` names one that is not UTF-8."""
     notes = []
     for path in paths:
-        data = path.read_bytes()
+        with path.open("rb") as handle:  # bounded: a device or FIFO may never end
+            data = handle.read(MAX_NOTE_BYTES + 1)
+        if len(data) > MAX_NOTE_BYTES:
+            raise NoteFileError(f"{path}: not a checkpoint note (more than {MAX_NOTE_BYTES} bytes)")
         try:
             notes.append((str(path), data.decode("utf-8")))
         except UnicodeDecodeError as exc:

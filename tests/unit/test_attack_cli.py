@@ -61,3 +61,21 @@ def test_an_exported_checkpoint_that_is_a_directory_is_an_environment_error(
     done = ledger(tmp_path, command, "--checkpoint", "cp.note", LEDGER_DATABASE_URL=UNREACHABLE_DB)
     assert done.returncode == 2
     assert "cp.note" in _one_line(done)
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "says"),
+    [
+        (["verify-log", "--checkpoint", "/dev/zero"], 1, "not a checkpoint note (more than"),
+        (["verify", "--checkpoint", "/dev/zero"], 1, "not a checkpoint note (more than"),
+        (["verify-log", "--public-key", "/dev/zero"], 2, "not a key file"),
+        (["checkpoint", "--key", "/dev/zero"], 2, "not a key file"),
+        (["audit-log", "--public-key", "/dev/zero", "."], 2, "not a key file"),
+    ],
+)
+def test_a_file_that_never_ends_is_refused_after_a_bounded_read(
+    tmp_path: Path, args: list[str], status: int, says: str
+) -> None:
+    done = ledger(tmp_path, *args, LEDGER_DATABASE_URL=UNREACHABLE_DB)
+    assert done.returncode == status
+    assert says in _one_line(done)

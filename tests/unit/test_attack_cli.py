@@ -79,3 +79,16 @@ def test_a_file_that_never_ends_is_refused_after_a_bounded_read(
     done = ledger(tmp_path, *args, LEDGER_DATABASE_URL=UNREACHABLE_DB)
     assert done.returncode == status
     assert says in _one_line(done)
+
+
+@pytest.mark.parametrize(
+    "args", [["audit", "/dev/zero"], ["publish", "/dev/zero"], ["publish", "--raw", "/dev/zero"]]
+)
+def test_an_input_that_never_ends_is_oversize_after_a_bounded_read(tmp_path: Path, args: list[str]) -> None:
+    done = ledger(tmp_path, *args, LEDGER_KAFKA_BOOTSTRAP="127.0.0.1:1")
+    assert done.returncode == 1
+    assert (
+        "Traceback" not in done.stderr
+        and "oversize" in done.stderr
+        and "/dev/zero holds more than" in done.stderr
+    )

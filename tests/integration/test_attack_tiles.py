@@ -108,6 +108,7 @@ TAMPERINGS = {
         "WHERE level = 1 AND idx = 0"
     ],
     "delete a full level-0 tile": [f"DELETE FROM {T} WHERE level = 0 AND idx = 0"],
+    "delete every tile": [f"DELETE FROM {T}"],
     "delete the partial level-1 tile": [f"DELETE FROM {T} WHERE level = 1 AND idx = 0"],
     "add a bogus level-0 tile beyond the tree": [f"INSERT INTO {T} VALUES (0, 40, 1, sha256('bogus'))"],
     "add a bogus level-1 tile beyond the tree": [f"INSERT INTO {T} VALUES (1, 3, 1, sha256('bogus'))"],

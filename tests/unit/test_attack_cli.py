@@ -92,3 +92,10 @@ def test_an_input_that_never_ends_is_oversize_after_a_bounded_read(tmp_path: Pat
         and "oversize" in done.stderr
         and "/dev/zero holds more than" in done.stderr
     )
+
+
+def test_audit_log_names_a_device_as_not_a_regular_file(tmp_path: Path) -> None:
+    assert ledger(tmp_path, "keygen", "--out", "k", "--force").returncode == 0
+    done = ledger(tmp_path, "audit-log", "--public-key", "k.pub", "/dev/zero")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "FAIL /dev/zero: not a regular file" in done.stdout

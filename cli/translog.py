@@ -231,7 +231,10 @@ def run_prove(args: argparse.Namespace) -> int:
                 document = proving.prove_entries(connection, args.target, args.checkpoint, args.with_payload)
     except (proving.ProofError, LedgerError) as exc:
         return _error("prove", exc, _status_of(exc))
-    _emit(document, args.out)
+    try:
+        _emit(document, args.out)
+    except OSError as exc:  # --out names a directory, or a path that cannot be written
+        return _error("prove", f"cannot write {args.out}: {exc.strerror or exc}")
     return 0
 
 

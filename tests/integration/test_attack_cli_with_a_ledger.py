@@ -31,6 +31,8 @@ NOT_UTF8 = "x\udced\udca0\udc80"  # a lone surrogate, as argv carries bytes that
         (["replay-por", "--market", "no-such-market"], "no stored PoR pack"),
         (["migrate", "--revision", "bogus"], "Can't locate revision"),
         (["migrate", "--downgrade", "bogus"], "Can't locate revision"),
+        (["prove", "1", "--out", "."], "cannot write .: Is a directory"),
+        (["prove", "--consistency", "0", "1", "--out", "no/such/dir/p.json"], "No such file or directory"),
     ],
 )
 def test_hostile_arguments_are_usage_errors_in_one_line(

@@ -234,7 +234,7 @@ def run_prove(args: argparse.Namespace) -> int:
     try:
         _emit(document, args.out)
     except OSError as exc:  # --out names a directory, or a path that cannot be written
-        return _error("prove", f"cannot write {args.out}: {exc.strerror or exc}")
+        return _error("prove", f"cannot write {args.out or 'the output'}: {exc.strerror or exc}")
     return 0
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from tests.helpers.replay import ledger
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
 NOT_UTF8 = "x\udced\udca0\udc80"  # a lone surrogate, as argv carries bytes that are not UTF-8
 
 
@@ -63,3 +67,22 @@ def test_checkpoint_refuses_an_origin_no_note_can_carry(
         assert done.returncode == 2 and "Traceback" not in done.stderr
         (line,) = done.stderr.strip().splitlines()
         assert "origin" in line
+
+
+@pytest.mark.parametrize("args", [["verify-log"], ["verify"], ["replay"]])
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(
+    migrated_database_url: str, args: list[str]
+) -> None:
+    with Path("/dev/full").open("w") as full:  # every write fails: No space left on device
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", *args],
+            cwd=ROOT,
+            env={**os.environ, "LEDGER_DATABASE_URL": migrated_database_url, "PYTHONPATH": str(ROOT)},
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == ["ledger: cannot write the output: No space left on device"]

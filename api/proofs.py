@@ -17,10 +17,10 @@ from api.models import ConsistencyProof, EntryProof
 from api.problems import ApiProblem, problem_responses
 from engine.merkle.rfc6962 import verify_inclusion
 from ledger.translog.bundles import entry_record, inclusion_bundle
-from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint
+from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint, matches_note
 from ledger.translog.db import run_dicts
 from ledger.translog.leaves import check_stored_entry, entry_leaf_hash
-from ledger.translog.proving import ProofError, prove_consistency
+from ledger.translog.proving import ProofDamagedError, ProofError, prove_consistency
 from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, TreeError, inclusion_proof_at, tree_size
 
 __all__ = ["NOTE_MEDIA_TYPE", "latest_note", "router"]
@@ -46,6 +46,8 @@ def _checkpoint(db: Connection, size: int | None) -> StoredCheckpoint:
             if size is None
             else f"no signed checkpoint of size {size}",
         )
+    if not matches_note(checkpoint):
+        raise _damaged(f"checkpoint {checkpoint.checkpoint_id}'s row differs from its signed note")
     return checkpoint
 
 
@@ -109,8 +111,10 @@ def consistency(
         raise ApiProblem(404, "beyond_tree", f"the tree holds {current} leaves; no tree of size {to_size}")
     try:
         return prove_consistency(db, from_size, to_size)
-    except ProofError as exc:
+    except ProofDamagedError as exc:
         raise _damaged(str(exc)) from None
+    except ProofError as exc:  # no signed checkpoint covers the size yet
+        raise ApiProblem(404, "not_covered", str(exc)) from None
 
 
 def latest_note(db: Connection) -> str:

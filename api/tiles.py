@@ -11,8 +11,10 @@ Read from the stored tiles (``ledger_store.merkle_tiles``), bounded by the lates
 * ``N`` is written in 3-digit path elements, all but the last prefixed ``x`` (``x001/x234/067``);
   only the canonical spelling is served, anything else is a 404 problem.
 
-Entry bundles are checked before they are sent: each entry's hashes are recomputed from its
-columns and its leaf hash compared with the stored tree, so a damaged log answers a 500 problem.
+Every tile is checked before it is sent: its hashes, with the other stored tiles, must hash to the
+latest checkpoint's signed root (:func:`ledger.translog.tree.tile_root`); in an entry bundle each
+entry's hashes are also recomputed from its columns and its leaf hash compared with that checked
+tile. A damaged or rewritten log answers a 500 problem, never a tile that differs from the tree.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from api.db import db_connection
 from api.problems import ApiProblem, problem_responses
 from api.proofs import NOTE_MEDIA_TYPE, NOTE_RESPONSE, latest_note
 from engine.merkle.rfc6962 import HASH_SIZE, leaf_hash
-from ledger.translog.checkpoints import latest_checkpoint
+from ledger.translog.checkpoints import StoredCheckpoint, latest_checkpoint, matches_note
 from ledger.translog.db import run
 from ledger.translog.leaves import check_stored_entry
 from ledger.translog.tables import TILES
 from ledger.translog.tiles import MAX_TILE_LEVEL, TILE_HEIGHT, TILE_WIDTH
-from ledger.translog.tree import read_entries
+from ledger.translog.tree import TreeError, read_entries, tile_root
 
 __all__ = ["ENTRIES_LEVEL", "TILE_HEIGHT", "TILE_WIDTH", "TileRef", "parse_tile_path", "router", "tile_path"]
 
@@ -102,21 +104,32 @@ def parse_tile_path(rest: str) -> TileRef | None:
     return TileRef(level, n, width) if n <= MAX_INDEX else None
 
 
-def _available(db: Connection, tile: TileRef) -> None:
-    """404 unless the latest checkpoint's tree holds all ``w`` hashes (or entries) of the tile."""
+def _available(db: Connection, tile: TileRef) -> StoredCheckpoint:
+    """The latest checkpoint; 404 unless its tree holds all ``w`` hashes (or entries) of the tile."""
     checkpoint = latest_checkpoint(db)
     if checkpoint is None:
         raise ApiProblem(404, "no_checkpoint", "the log has no signed checkpoint yet")
+    if not matches_note(checkpoint):
+        raise ApiProblem(
+            500,
+            "log_damaged",
+            "the latest checkpoint's row differs from its signed note; run `ledger verify-log`",
+        )
     shift = 0 if tile.level == ENTRIES_LEVEL else TILE_HEIGHT * tile.level
     count_at_level = checkpoint.tree_size >> shift
     if tile.n * TILE_WIDTH + tile.w > count_at_level:
         raise ApiProblem(
             404, "not_covered", f"{tile_path(tile)} is beyond the checkpoint of size {checkpoint.tree_size}"
         )
+    return checkpoint
 
 
-def _stored_tile(db: Connection, level: int, n: int, width: int) -> bytes:
-    """The first ``width`` hashes of stored tile ``(level, n)``; a 500 problem if it holds fewer."""
+def _stored_tile(db: Connection, level: int, n: int, width: int, checkpoint: StoredCheckpoint) -> bytes:
+    """The first ``width`` hashes of stored tile ``(level, n)``, checked against ``checkpoint``'s root.
+
+    A 500 problem if the tile holds fewer, or if they (with the other stored tiles) do not hash to
+    the signed root: a tampered or damaged tile is never served.
+    """
     rows = run(
         db,
         f"SELECT substring(hashes FROM 1 FOR %(length)s) FROM {TILES} WHERE level = %(level)s AND idx = %(n)s",
@@ -128,19 +141,31 @@ def _stored_tile(db: Connection, level: int, n: int, width: int) -> bytes:
             "log_damaged",
             f"the stored tile {level}/{n} lacks hashes below width {width}; run `ledger verify-log`",
         )
-    return bytes(rows[0][0])
+    data = bytes(rows[0][0])
+    try:
+        bound = tile_root(db, level, n, data, checkpoint.tree_size) == checkpoint.root_hash
+    except TreeError:
+        bound = False
+    if not bound:
+        raise ApiProblem(
+            500,
+            "log_damaged",
+            f"the stored tile {level}/{n} does not hash to the root of the checkpoint of size "
+            f"{checkpoint.tree_size}; run `ledger verify-log`",
+        )
+    return data
 
 
-def hash_tile(db: Connection, tile: TileRef) -> bytes:
+def hash_tile(db: Connection, tile: TileRef, checkpoint: StoredCheckpoint) -> bytes:
     """The tile's bytes: ``w`` concatenated 32-byte hashes of tree level ``8 * level``."""
-    return _stored_tile(db, tile.level, tile.n, tile.w)
+    return _stored_tile(db, tile.level, tile.n, tile.w, checkpoint)
 
 
-def entry_bundle(db: Connection, tile: TileRef) -> bytes:
+def entry_bundle(db: Connection, tile: TileRef, checkpoint: StoredCheckpoint) -> bytes:
     """The entry bundle: each leaf's data (the entry_hash bytes) behind a big-endian uint16 length."""
     first = tile.n * TILE_WIDTH
     rows = read_entries(db, first, tile.w)
-    stored = _stored_tile(db, 0, tile.n, tile.w)
+    stored = _stored_tile(db, 0, tile.n, tile.w, checkpoint)
     leaves = [stored[i : i + HASH_SIZE] for i in range(0, len(stored), HASH_SIZE)]
     if [int(row["global_seq"]) for row in rows] != list(range(first + 1, first + tile.w + 1)):
         raise ApiProblem(500, "log_damaged", f"entries from global_seq {first + 1} are missing")
@@ -201,6 +226,6 @@ def tile(
     ref = parse_tile_path(tile)
     if ref is None:
         raise ApiProblem(404, "not_found", f"/tile/{tile:.200} is not a tile path")
-    _available(db, ref)
-    body = entry_bundle(db, ref) if ref.level == ENTRIES_LEVEL else hash_tile(db, ref)
+    signed = _available(db, ref)
+    body = entry_bundle(db, ref, signed) if ref.level == ENTRIES_LEVEL else hash_tile(db, ref, signed)
     return Response(body, media_type="application/octet-stream", headers={"Cache-Control": IMMUTABLE})

@@ -26,7 +26,7 @@ from typing import Any
 from cli.exit_status import EXIT_FAILED, EXIT_USAGE
 from engine.auditor import audit_report
 from engine.canonical import CanonicalizationError
-from engine.envelope import DecodedEnvelope, EnvelopeError
+from engine.envelope import DecodedEnvelope, EnvelopeError, Reason
 from engine.envelope_inputs import decode_submission
 from ledger.settings import get_settings
 
@@ -73,12 +73,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _read(source: str) -> bytes:
-    if source == "-":
-        return sys.stdin.buffer.read()
+    """The input, read up to one byte past the record limit (a device or a pipe may never end)."""
+    limit = get_settings().max_message_bytes
     try:
-        return Path(source).read_bytes()
+        if source == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with Path(source).open("rb") as handle:
+                data = handle.read(limit + 1)
     except OSError as exc:
         raise UnreadableInput([("$", f"cannot read {source}: {exc.strerror or exc}")]) from exc
+    if len(data) > limit:
+        raise EnvelopeError(Reason.OVERSIZE, f"{source} holds more than {limit} bytes, the limit")
+    return data
 
 
 def load_submission(data: bytes, *, max_bytes: int | None = None) -> DecodedEnvelope:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -13,6 +14,7 @@ from cli.parser import build_parser
 from devstack.extra import EmbeddedExtraMissing
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a tool killed by SIGPIPE
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}  # writing the report failed
 
 
 def run(argv: Sequence[str]) -> int:
@@ -34,6 +36,11 @@ def run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except (
+        UnicodeEncodeError
+    ) as exc:  # an argument with bytes that are not UTF-8 reached a database or a note
+        print(f"ledger {args.command}: an argument is not UTF-8 text ({exc.reason})", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,13 +51,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (`ledger publish ... | head`): end quietly, as Unix tools do. Nothing
         # is lost by it: whatever the command did (records sent, entries appended) is already done,
-        # only the rest of its report has nowhere to go. stdout now points at /dev/null so that the
-        # interpreter's final flush cannot raise the same error again as a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        # only the rest of its report has nowhere to go.
+        _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        _silence_stdout()  # the output cannot be written (a full disk, /dev/full): an environment error
+        print(f"ledger: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush cannot raise again as a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

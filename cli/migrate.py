@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from alembic.util.exc import CommandError
+
 from cli.exit_status import EXIT_USAGE
 from cli.options import add_database_url
 from devstack.database import open_database
@@ -44,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
                 upgrade(engine, args.revision)
             after = current_revision(engine)
             where = engine.url.render_as_string(hide_password=True)
-    except LedgerError as exc:
+    except (LedgerError, CommandError, ValueError) as exc:
         print(f"ledger migrate: {exc}", file=sys.stderr)
-        return EXIT_USAGE  # no database, or one this login cannot migrate
+        return EXIT_USAGE  # no database, one this login cannot migrate, a bad URL or revision
     print(f"{where}: {before or 'empty'} -> {after or 'empty'} (head {head_revision()})")
     return 0

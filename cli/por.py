@@ -160,6 +160,10 @@ def run_replay(args: argparse.Namespace) -> int:
     except (LedgerError, psycopg.Error, sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
         print(f"ledger replay-por: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if (args.submission or args.market) and not counts["identical"] + counts["diverged"]:
+        chosen = f"submission {args.submission!r}" if args.submission else f"market {args.market!r}"
+        print(f"ledger replay-por: no stored PoR pack for {chosen}", file=sys.stderr)
+        return EXIT_USAGE  # nothing was checked: never a quiet success on an empty selection
     print(
         json.dumps(counts, sort_keys=True)
         if args.format == "json"

@@ -170,13 +170,14 @@ def run_replay_command(args: argparse.Namespace) -> int:
 
 def run_verify_command(args: argparse.Namespace) -> int:
     """Verify, print every problem (or JSON), and exit 1 when anything is broken."""
+    from cli.translog import NoteFileError, read_checkpoint_notes
     from ledger.translog.keys import SigningKeyError, load_public_key
     from ledger.verify.runner import run_verify
 
     bar = _bar(args, "verify")
     try:
         public_key = load_public_key(args.public_key) if args.public_key else None
-        notes = [(str(path), path.read_text(encoding="utf-8")) for path in args.checkpoint]
+        notes = read_checkpoint_notes(args.checkpoint)
         with _engine(args) as engine:
             report = run_verify(
                 engine,
@@ -188,7 +189,10 @@ def run_verify_command(args: argparse.Namespace) -> int:
             )
     except EmbeddedExtraMissing:
         raise  # cli.main.run prints the one line naming the extra
-    except (*_RUN_ERRORS, SigningKeyError, UnicodeDecodeError) as exc:
+    except NoteFileError as exc:  # the exported checkpoint given to check is invalid: the check failed
+        print(f"ledger verify: {exc}", file=sys.stderr)
+        return 1
+    except (*_RUN_ERRORS, SigningKeyError) as exc:
         return _fail("verify", exc)
     finally:
         bar.close()

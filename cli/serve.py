@@ -23,9 +23,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=f"Read-only HTTP API. Off the loopback interface a bearer token ({TOKEN_ENV}) is required.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default: 8080; 0 picks a free one)")
+    p.add_argument("--port", type=tcp_port, default=8080, help="port (default: 8080; 0 picks a free one)")
     add_logging(p, text_help="one plain line per record (the access log at --log-level info)")
     p.set_defaults(handler=run_serve)
+
+
+def tcp_port(text: str) -> int:
+    """A TCP port number, 0 to 65535 (argparse says ``invalid tcp_port value`` otherwise: exit 2)."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError(text)
+    return value
 
 
 def _error(message: object) -> int:

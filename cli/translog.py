@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from cli.exit_status import EXIT_FAILED, EXIT_OK, EXIT_USAGE, for_ledger_error
 from ledger.translog.audit_command import add_audit_command
 from ledger.translog.keys import SigningKeyError, generate_key_files, load_public_key
-from ledger.translog.note import verifier_key
+from ledger.translog.note import MAX_NOTE_BYTES, NoteError, check_origin, verifier_key
 
 DEFAULT_ORIGIN_HELP = (
     "log origin (default: the stored checkpoints', else LEDGER_LOG_ORIGIN, else cournot-ledger.local/log)"
@@ -110,6 +110,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_audit_command(subparsers)  # also `python -m ledger.translog audit-log`, without the rest
 
 
+class NoteFileError(ValueError):
+    """An exported checkpoint file is not a note (not UTF-8 text): the input checked is invalid (exit 1)."""
+
+
+def read_checkpoint_notes(paths: Sequence[Path]) -> list[tuple[str, str]]:
+    """``(path, text)`` of each exported checkpoint note; :class:`NoteFileError` names one that is not UTF-8."""
+    notes = []
+    for path in paths:
+        with path.open("rb") as handle:  # bounded: a device or FIFO may never end
+            data = handle.read(MAX_NOTE_BYTES + 1)
+        if len(data) > MAX_NOTE_BYTES:
+            raise NoteFileError(f"{path}: not a checkpoint note (more than {MAX_NOTE_BYTES} bytes)")
+        try:
+            notes.append((str(path), data.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            raise NoteFileError(f"{path}: not a checkpoint note (byte {exc.start} is not UTF-8)") from None
+    return notes
+
+
 def _error(command: str, message: object, status: int = EXIT_USAGE) -> int:
     """Print ``ledger COMMAND: message`` on stderr; a usage or environment error unless ``status`` says."""
     print(f"ledger {command}: {message}", file=sys.stderr)
@@ -130,8 +149,9 @@ def _status_of(exc: BaseException) -> int:
 def run_keygen(args: argparse.Namespace) -> int:
     """Create the key pair and print where it went."""
     try:
+        check_origin(args.origin)  # before any file is written
         pub_path, public_key = generate_key_files(args.out, overwrite=args.force)
-    except (SigningKeyError, OSError) as exc:
+    except (SigningKeyError, NoteError, OSError) as exc:
         return _error("keygen", exc)
     print(f"private key: {args.out} (mode 0600; keep it off the database host's backups)")
     print(f"public key:  {pub_path}")
@@ -216,7 +236,10 @@ def run_prove(args: argparse.Namespace) -> int:
                 document = proving.prove_entries(connection, args.target, args.checkpoint, args.with_payload)
     except (proving.ProofError, LedgerError) as exc:
         return _error("prove", exc, _status_of(exc))
-    _emit(document, args.out)
+    try:
+        _emit(document, args.out)
+    except OSError as exc:  # --out names a directory, or a path that cannot be written
+        return _error("prove", f"cannot write {args.out or 'the output'}: {exc.strerror or exc}")
     return 0
 
 
@@ -241,10 +264,12 @@ def run_verify_log(args: argparse.Namespace) -> int:
 
     try:
         public_key = load_public_key(args.public_key) if args.public_key else None
-        notes = [(str(path), path.read_text(encoding="utf-8")) for path in args.checkpoint]
+        notes = read_checkpoint_notes(args.checkpoint)
         with _engine() as engine:
             problems = verify_checkpoints(engine, public_key=public_key, external_notes=notes)
-    except (SigningKeyError, LedgerError, OSError, UnicodeDecodeError) as exc:
+    except NoteFileError as exc:
+        return _error("verify-log", exc, EXIT_FAILED)
+    except (SigningKeyError, LedgerError, OSError) as exc:
         return _error("verify-log", exc, _status_of(exc))
     for problem in problems:
         print(problem.render())

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from engine.envelope import decode_envelope, from_strict_json_error
+from engine.envelope import EnvelopeError, Reason, decode_envelope, from_strict_json_error
 from engine.envelope_inputs import as_envelope_document, encode_envelope
 from engine.jsonio import StrictJSONError, loads_strict
 from engine.limits import MAX_INTEGER_DIGITS
@@ -138,6 +138,9 @@ def prepare_raw(
     return PreparedRecord(value=value, key=key, source=source, headers=tuple(headers))
 
 
+RAW_READ_FACTOR = 16  # --raw reads up to 16 times the record limit: oversized on purpose, never endless
+
+
 def prepare_file(
     path: Path | str,
     *,
@@ -146,8 +149,16 @@ def prepare_file(
     verify_reasoning: bool | None = None,
     max_bytes: int = 1_048_576,
 ) -> PreparedRecord:
-    """Read a file holding an envelope or a bare inputs pair; ``raw`` sends its bytes unvalidated."""
-    data = Path(path).read_bytes()
+    """Read a file holding an envelope or a bare inputs pair; ``raw`` sends its bytes unvalidated.
+
+    The read is bounded (a device or FIFO may never end): ``max_bytes``, or for ``raw``, which may
+    send an oversized record on purpose, :data:`RAW_READ_FACTOR` times that.
+    """
+    limit = max_bytes * (RAW_READ_FACTOR if raw else 1)
+    with Path(path).open("rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise EnvelopeError(Reason.OVERSIZE, f"{path} holds more than {limit} bytes")
     if raw:
         return prepare_raw(data, source=str(path))
     try:

@@ -72,7 +72,7 @@ def audit_files(
         subject = str(path)
         try:
             if not path.is_file():
-                auditor.fail(subject, "no such file")
+                auditor.fail(subject, "not a regular file" if path.exists() else "no such file")
                 continue
             head = _first_text_byte(path)
             if head == b"{" and _looks_like_entries(path):

@@ -16,19 +16,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from sqlalchemy import Engine
 
-from engine.merkle.rfc6962 import verify_consistency
+from engine.merkle.rfc6962 import Frontier, verify_consistency
 from ledger.store.models import STORE_SCHEMA
 from ledger.translog.db import Database, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import (
     Checkpoint,
     NoteError,
+    check_origin,
     format_timestamp,
     key_id,
     open_checkpoint,
+    parse_checkpoint_text,
+    parse_signed_note,
     sign_checkpoint,
 )
 from ledger.translog.tree import (
@@ -36,6 +39,7 @@ from ledger.translog.tree import (
     catch_up_tree,
     consistency_proof_at,
     fetch_nodes,
+    frontier_at,
     read_entries,
     root_at,
     tree_size,
@@ -47,12 +51,14 @@ __all__ = [
     "CheckpointError",
     "StoredCheckpoint",
     "check_out_target",
+    "covering_checkpoint",
     "create_checkpoint",
     "export_to_file",
     "export_to_topic",
     "find_checkpoint",
     "latest_checkpoint",
     "list_checkpoints",
+    "matches_note",
 ]
 
 CHECKPOINTS = f"{STORE_SCHEMA}.merkle_checkpoints"
@@ -124,8 +130,32 @@ def find_checkpoint(
     return _row(rows[0]) if rows else None
 
 
-def _recheck_leaves(db: Database, after: int, size: int) -> None:
-    """Recompute leaves ``after .. size-1`` from the stored entries and compare with the tree."""
+def matches_note(checkpoint: StoredCheckpoint) -> bool:
+    """True if the row's origin, size and root are the ones its note's text states (no key needed):
+    a row rewritten beside its note is never used to bind a proof or a tile."""
+    try:
+        stated = parse_checkpoint_text(parse_signed_note(checkpoint.note).text)
+    except NoteError:
+        return False
+    row = (checkpoint.origin, checkpoint.tree_size, checkpoint.root_hash)
+    return (stated.origin, stated.tree_size, stated.root_hash) == row
+
+
+def covering_checkpoint(db: Database, size: int) -> StoredCheckpoint | None:
+    """The newest checkpoint of the smallest tree size ``>= size``, or None if all are smaller."""
+    rows = run_dicts(
+        db,
+        f"SELECT {_COLUMNS} FROM {CHECKPOINTS} WHERE tree_size >= %(size)s "
+        "ORDER BY tree_size, checkpoint_id DESC LIMIT 1",
+        {"size": size},
+    )
+    return _row(rows[0]) if rows else None
+
+
+def _recheck_leaves(db: Database, frontier: Frontier, size: int) -> Frontier:
+    """Recompute leaves ``frontier.size .. size-1`` from the stored entries, compare each with the
+    tree and append it to ``frontier``; returns the frontier of ``size`` leaves, built from entries."""
+    after = frontier.size
     while after < size:
         batch = read_entries(db, after, _RECHECK_BATCH, size)
         if not batch:
@@ -146,13 +176,19 @@ def _recheck_leaves(db: Database, after: int, size: int) -> None:
                     f"leaf {seq - 1} of the tree does not match entry global_seq {seq} "
                     f"(submission {row['submission_id']}); refusing to sign"
                 )
+            frontier = frontier.append(leaf)
         after = batch[-1]["global_seq"]
+    return frontier
 
 
 def resolve_origin(db: Database, origin: str | None) -> str:
     """The log's origin: the given one, else the stored checkpoints', else the env or the default."""
     previous = latest_checkpoint(db)
     chosen = origin or (previous.origin if previous else None) or os.environ.get(ORIGIN_ENV) or DEFAULT_ORIGIN
+    try:
+        check_origin(chosen)
+    except NoteError as exc:
+        raise CheckpointError(str(exc)) from None
     if previous is not None and previous.origin != chosen:
         raise CheckpointError(f"the log's origin is {previous.origin!r}; refusing to sign as {chosen!r}")
     return chosen
@@ -175,29 +211,23 @@ def create_checkpoint(
         chosen = resolve_origin(connection, origin)
         size = tree_size(connection)
         previous = latest_checkpoint(connection)
-        root = root_at(connection, size)
-        if previous is not None:
-            try:
-                opened = open_checkpoint(previous.note, public_key, chosen)
-            except NoteError as exc:
-                raise CheckpointDamagedError(
-                    f"previous checkpoint {previous.checkpoint_id} does not verify: {exc}"
-                ) from None
-            if (opened.tree_size, opened.root_hash) != (previous.tree_size, previous.root_hash):
-                raise CheckpointDamagedError(
-                    f"checkpoint row {previous.checkpoint_id} differs from its signed note"
-                )
-            if previous.tree_size > size:
-                raise CheckpointDamagedError(
-                    f"the tree ({size} leaves) is smaller than checkpoint {previous.checkpoint_id}"
-                )
-            proof = consistency_proof_at(connection, previous.tree_size, size)
-            if not verify_consistency(previous.tree_size, size, previous.root_hash, root, proof):
-                raise CheckpointDamagedError(
-                    f"the tree of {size} leaves is not consistent with checkpoint {previous.checkpoint_id} "
-                    f"(size {previous.tree_size}); refusing to sign"
-                )
-        _recheck_leaves(connection, previous.tree_size if previous else 0, size)
+        try:
+            root = root_at(connection, size)
+            if previous is not None:
+                _check_previous(connection, previous, public_key, chosen, size, root)
+            # the leaves since the previous checkpoint, from the entries, on the frontier it signed
+            start = frontier_at(connection, previous.tree_size) if previous else Frontier()
+        except TreeError as exc:
+            raise CheckpointDamagedError(f"the stored tree is damaged: {exc}; refusing to sign") from None
+        if previous is not None and start.root() != previous.root_hash:
+            raise CheckpointDamagedError(
+                f"the stored tree's first {previous.tree_size} leaves do not hash to checkpoint "
+                f"{previous.checkpoint_id}'s root; refusing to sign"
+            )
+        if _recheck_leaves(connection, start, size).root() != root:
+            raise CheckpointDamagedError(
+                f"the stored tree's root for {size} leaves is not the one its leaves hash to; refusing to sign"
+            )
         stamp = format_timestamp(now or datetime.now(UTC))
         note = sign_checkpoint(Checkpoint(chosen, size, root, stamp), private_key)
         rows = run_dicts(
@@ -215,6 +245,35 @@ def create_checkpoint(
             },
         )
         return _row(rows[0])
+
+
+def _check_previous(
+    db: Database,
+    previous: StoredCheckpoint,
+    public_key: Ed25519PublicKey,
+    origin: str,
+    size: int,
+    root: bytes,
+) -> None:
+    """The previous checkpoint verifies and the tree of ``size`` leaves (root ``root``) extends it."""
+    try:
+        opened = open_checkpoint(previous.note, public_key, origin)
+    except NoteError as exc:
+        raise CheckpointDamagedError(
+            f"previous checkpoint {previous.checkpoint_id} does not verify: {exc}"
+        ) from None
+    if (opened.tree_size, opened.root_hash) != (previous.tree_size, previous.root_hash):
+        raise CheckpointDamagedError(f"checkpoint row {previous.checkpoint_id} differs from its signed note")
+    if previous.tree_size > size:
+        raise CheckpointDamagedError(
+            f"the tree ({size} leaves) is smaller than checkpoint {previous.checkpoint_id}"
+        )
+    proof = consistency_proof_at(db, previous.tree_size, size)
+    if not verify_consistency(previous.tree_size, size, previous.root_hash, root, proof):
+        raise CheckpointDamagedError(
+            f"the tree of {size} leaves is not consistent with checkpoint {previous.checkpoint_id} "
+            f"(size {previous.tree_size}); refusing to sign"
+        )
 
 
 def out_is_directory(out: str | Path) -> bool:

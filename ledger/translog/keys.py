@@ -66,11 +66,13 @@ def generate_key_files(path: Path, *, overwrite: bool = False) -> tuple[Path, Ed
 
 def _read(path: Path) -> bytes:
     try:
-        if path.stat().st_size > MAX_KEY_FILE_BYTES:
-            raise SigningKeyError(f"{path} is larger than {MAX_KEY_FILE_BYTES} bytes: not a key file")
-        return path.read_bytes()
+        with path.open("rb") as handle:  # bounded: a device or FIFO reports no size and may never end
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise SigningKeyError(f"cannot read key file {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise SigningKeyError(f"{path} is larger than {MAX_KEY_FILE_BYTES} bytes: not a key file")
+    return data
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

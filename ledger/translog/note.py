@@ -35,6 +35,7 @@ __all__ = [
     "NoteError",
     "NoteSignature",
     "SignedNote",
+    "check_origin",
     "format_timestamp",
     "key_id",
     "open_checkpoint",
@@ -70,7 +71,7 @@ class Checkpoint:
 
     def note_text(self) -> str:
         """The note text that is signed (four newline-terminated lines)."""
-        _check_origin(self.origin)
+        check_origin(self.origin)
         if not (isinstance(self.tree_size, int) and 0 <= self.tree_size <= MAX_TREE_SIZE):
             raise NoteError(f"tree size must be an int in [0, {MAX_TREE_SIZE}]")
         if not (isinstance(self.root_hash, bytes) and len(self.root_hash) == 32):
@@ -126,10 +127,11 @@ def verifier_key(name: str, public_key: Ed25519PublicKey) -> str:
     return f"{name}+{key_id(name, public_key).hex()}+{encoded}"
 
 
-def _check_origin(origin: object) -> None:
+def check_origin(origin: object) -> None:
+    """Raise :class:`NoteError` unless ``origin`` is a note name: non-empty UTF-8 text, no space, '+' or control."""
     if not isinstance(origin, str) or not origin:
         raise NoteError("origin must be a non-empty string")
-    if any(ch.isspace() or ch == "+" or ord(ch) < 0x20 for ch in origin):
+    if any(ch.isspace() or ch == "+" or ord(ch) < 0x20 or 0xD800 <= ord(ch) <= 0xDFFF for ch in origin):
         raise NoteError(f"origin {origin!r} must not contain spaces, '+' or control characters")
 
 
@@ -137,7 +139,7 @@ def sign_note(text: str, name: str, private_key: Ed25519PrivateKey) -> str:
     """A signed note: ``text`` (ending in a newline), a blank line, one signature line by ``name``."""
     if not text.endswith("\n"):
         raise NoteError("note text must end with a newline")
-    _check_origin(name)
+    check_origin(name)
     signature = private_key.sign(text.encode("utf-8"))
     encoded = base64.b64encode(key_id(name, private_key.public_key()) + signature).decode("ascii")
     return f"{text}\n{_SIGNATURE_PREFIX}{name} {encoded}\n"
@@ -211,7 +213,7 @@ def parse_checkpoint_text(text: str) -> Checkpoint:
     if len(lines) != 4:
         raise NoteError(f"checkpoint text has {len(lines)} lines, expected 4 (origin, size, root, timestamp)")
     origin, size_text, root_text, stamp_line = lines
-    _check_origin(origin)
+    check_origin(origin)
     if not _SIZE_RE.fullmatch(size_text) or int(size_text) > MAX_TREE_SIZE:
         raise NoteError(f"tree size {size_text!r} is not a decimal without leading zeroes below 2^63")
     root = _strict_base64(root_text, "root hash")

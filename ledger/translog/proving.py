@@ -14,7 +14,13 @@ from typing import Any
 
 from engine.merkle.rfc6962 import verify_consistency, verify_inclusion
 from ledger.translog.bundles import consistency_bundle, entry_record, inclusion_bundle
-from ledger.translog.checkpoints import StoredCheckpoint, find_checkpoint, list_checkpoints
+from ledger.translog.checkpoints import (
+    StoredCheckpoint,
+    covering_checkpoint,
+    find_checkpoint,
+    list_checkpoints,
+    matches_note,
+)
 from ledger.translog.db import Database, run_dicts
 from ledger.translog.leaves import check_stored_entry, entry_leaf_hash
 from ledger.translog.tree import (
@@ -22,6 +28,7 @@ from ledger.translog.tree import (
     ENTRY_COLUMNS,
     TreeError,
     consistency_at,
+    consistency_proof_at,
     inclusion_proof_at,
     read_entries,
     tree_size,
@@ -80,6 +87,10 @@ def _checkpoint(db: Database, checkpoint_id: int | None) -> StoredCheckpoint:
             if checkpoint_id is None
             else f"no checkpoint with id {checkpoint_id}"
         )
+    if not matches_note(checkpoint):
+        raise ProofDamagedError(
+            f"checkpoint {checkpoint.checkpoint_id}'s row differs from its note: run `ledger verify-log`"
+        )
     return checkpoint
 
 
@@ -115,19 +126,34 @@ def prove_entries(
 
 
 def prove_consistency(db: Database, old_size: int, new_size: int) -> dict[str, Any]:
-    """Consistency bundle between two sizes, with the stored checkpoints of those sizes if any."""
+    """Consistency bundle between two sizes, with the stored checkpoints of those sizes if any.
+
+    Both roots are bound to a signed root: the new tree is proven a prefix of the smallest stored
+    checkpoint that covers it, so a rewritten tree gives an error, never a bundle with its roots.
+    """
     current = tree_size(db)
     if not 0 <= old_size <= new_size <= current:
         raise ProofError(
             f"need 0 <= OLD_SIZE <= NEW_SIZE <= {current} (the tree size), got {old_size}, {new_size}"
         )
+    signed = covering_checkpoint(db, new_size)
+    if signed is None:
+        raise ProofError(f"no checkpoint covers tree size {new_size} yet: run `ledger checkpoint`")
+    if not matches_note(signed):
+        raise ProofDamagedError(
+            f"checkpoint {signed.checkpoint_id}'s row differs from its note: run `ledger verify-log`"
+        )
     try:
         old_root, new_root, proof = consistency_at(db, old_size, new_size)
+        to_signed = consistency_proof_at(db, new_size, signed.tree_size)
     except TreeError as exc:
         raise ProofDamagedError(str(exc)) from None
-    if not verify_consistency(old_size, new_size, old_root, new_root, proof):
+    if not verify_consistency(old_size, new_size, old_root, new_root, proof) or not verify_consistency(
+        new_size, signed.tree_size, new_root, signed.root_hash, to_signed
+    ):
         raise ProofDamagedError(
-            "the stored tree gives a consistency proof that does not verify: run `ledger verify-log`"
+            f"the stored tree gives roots or a consistency proof that do not verify against checkpoint "
+            f"{signed.checkpoint_id}: run `ledger verify-log`"
         )
     old = find_checkpoint(db, tree_size=old_size) if old_size else None
     new = find_checkpoint(db, tree_size=new_size) if new_size else None

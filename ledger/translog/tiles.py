@@ -29,6 +29,7 @@ __all__ = [
     "StoredTiles",
     "edge_spans",
     "fetch_tiles",
+    "misplaced_tiles",
     "stored_tree_size",
     "subtree_span",
     "tile_rows",
@@ -133,6 +134,41 @@ def stored_tree_size(db: Database) -> int:
     """Number of leaves in the stored tree: the last level-0 tile's index and width (one index probe)."""
     rows = run(db, f"SELECT idx, width FROM {TILES} WHERE level = 0 ORDER BY idx DESC LIMIT 1")
     return int(rows[0][0]) * TILE_WIDTH + int(rows[0][1]) if rows else 0
+
+
+def misplaced_tiles(db: Database, size: int) -> list[str]:
+    """What differs from the tiles of a tree of ``size`` leaves, level by level (one query).
+
+    Level ``L`` must hold ``n = size >> 8L`` hashes in tiles ``0 .. ceil(n / 256) - 1``, all full
+    but the last, each exactly ``32 * width`` bytes; no level beyond holds a tile. Empty when the
+    layout is right.
+    """
+    rows = run(
+        db,
+        f"SELECT level, count(*), sum(width), max(idx), count(*) FILTER (WHERE width < {TILE_WIDTH}), "
+        f"count(*) FILTER (WHERE octet_length(hashes) <> {HASH_SIZE} * width) "
+        f"FROM {TILES} GROUP BY level ORDER BY level",
+    )
+    found = {
+        int(level): (int(count), int(total), int(last), int(partial))
+        for level, count, total, last, partial, _ in rows
+    }
+    problems = [
+        f"level {level} holds {int(bad)} tile(s) whose length is not 32 bytes per hash of their width"
+        for level, *_, bad in rows
+        if bad
+    ]
+    for level in range(MAX_TILE_LEVEL + 1):
+        hashes = size >> (TILE_HEIGHT * level)
+        tiles = -(-hashes // TILE_WIDTH)
+        expected = (tiles, hashes, tiles - 1, 1 if hashes % TILE_WIDTH else 0) if hashes else (0, 0, -1, 0)
+        count, total, last, partial = found.get(level, (0, 0, -1, 0))
+        if (count, total, last, partial) != expected:
+            problems.append(
+                f"level {level} holds {count} tile(s), {partial} partial, with {total} hashes up to tile "
+                f"{last}; a tree of {size} leaves has {hashes} hashes in {tiles} tile(s) there"
+            )
+    return problems
 
 
 def tile_rows(

@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from engine.merkle.rfc6962 import (
+    HASH_SIZE,
     Frontier,
     consistency_proof_from_subtrees,
     inclusion_proof_from_subtrees,
+    node_hash,
     perfect_subtree_ranges,
     root_from_subtrees,
 )
@@ -32,6 +34,7 @@ from ledger.store.records import ENTRY_WRITE_COLUMNS
 from ledger.translog.db import Database, run, run_dicts
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.tiles import (
+    MAX_TILE_LEVEL,
     TILE_HEIGHT,
     TILE_WIDTH,
     StoredTiles,
@@ -50,10 +53,12 @@ __all__ = [
     "consistency_proof_at",
     "extend_tree",
     "fetch_nodes",
+    "frontier_at",
     "inclusion_proof_at",
     "lock_appends",
     "node_key",
     "root_at",
+    "tile_root",
     "tree_size",
 ]
 
@@ -162,15 +167,55 @@ def consistency_at(db: Database, old_size: int, new_size: int) -> tuple[bytes, b
     )
 
 
+def frontier_at(db: Database, size: int) -> Frontier:
+    """The frontier of the first ``size`` leaves, from the stored tiles."""
+    _check_size(db, size)
+    return _with_stored_subtrees(db, lambda get: Frontier.from_subtrees(size, get))
+
+
+def tile_root(db: Database, level: int, idx: int, hashes: bytes, size: int) -> bytes:
+    """Root of the first ``size`` leaves, taking tile ``(level, idx)`` from ``hashes`` (its first
+    ``len(hashes) // 32`` hashes) and every other subtree from the stored tiles.
+
+    Every given hash feeds the result, so it equals a signed root of that size only if each is the
+    tree's: a tile is checked against a checkpoint with O(log n) stored hashes.
+    """
+    span = 1 << (TILE_HEIGHT * level)
+    first = idx * TILE_WIDTH * span
+    last = first + len(hashes) // HASH_SIZE * span
+    if not hashes or len(hashes) % HASH_SIZE or last > size:
+        raise TreeError(f"tile {level}/{idx} of {len(hashes)} bytes does not fit a tree of {size} leaves")
+    given = StoredTiles({(level, idx): (0, hashes)}, {})
+
+    def node(start: int, end: int, get: Callable[[int, int], bytes]) -> bytes:
+        count = end - start
+        if count & (count - 1) == 0:  # perfect: from the given tile, or stored, unless it straddles
+            if end <= first or start >= last:
+                return get(start, end)
+            if first <= start and end <= last and count < span * TILE_WIDTH:
+                return _subtree(given, start, end)
+        half = 1 << ((count - 1).bit_length() - 1)
+        return node_hash(node(start, start + half, get), node(start + half, end, get))
+
+    _check_size(db, size)
+    return _with_stored_subtrees(db, lambda get: node(0, size, get))
+
+
 def _load_frontier(db: Database, size: int) -> tuple[Frontier, StoredTiles] | None:
     """The frontier of ``size`` leaves and the partial tiles it comes from, checking in the same
     query that the tree has exactly ``size`` leaves. None when the tree is behind (it lacks leaf ``size - 1``).
     """
-    last_tile = (0, size // TILE_WIDTH)
-    probes = [(0, size - size % TILE_WIDTH, 0)] + ([(0, size - 1, 1)] if size else [])
-    tiles = fetch_tiles(db, edge_spans(size) + probes)
-    if tiles.widths.get(last_tile, 0) > size % TILE_WIDTH:
+    # the tile after the last hash of each level (and of the first level with none) must not hold more
+    counts = [size >> (TILE_HEIGHT * level) for level in range(MAX_TILE_LEVEL + 1)]
+    levels = [level for level, count in enumerate(counts) if count or not level or counts[level - 1]]
+    probes = [(level, counts[level] - counts[level] % TILE_WIDTH, 0) for level in levels]
+    tiles = fetch_tiles(db, edge_spans(size) + probes + ([(0, size - 1, 1)] if size else []))
+    if tiles.widths.get((0, size // TILE_WIDTH), 0) > size % TILE_WIDTH:
         raise TreeError(f"the tree already holds leaf {size}: it is ahead of the entries being appended")
+    for level in levels[1:]:
+        count = counts[level]
+        if tiles.widths.get((level, count // TILE_WIDTH), 0) > count % TILE_WIDTH:
+            raise TreeError(f"tile level {level} holds hashes beyond a tree of {size} leaves")
     if size and tiles.hashes(0, size - 1, 1) is None:
         return None
     roots = []

@@ -37,7 +37,7 @@ from ledger.translog.db import Database, run_dicts
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
 from ledger.translog.leaves import EntryCheckError, ProvenLeaves, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
-from ledger.translog.tiles import TILE_HEIGHT
+from ledger.translog.tiles import TILE_HEIGHT, misplaced_tiles
 from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, fetch_nodes, node_key, read_entries, tree_size
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
@@ -332,6 +332,17 @@ def verify_checkpoints(
                     else:
                         problems.append(_root_problem(item, root, scan, matched, split))
         problems.extend(scan.problems)
+        problems.extend(
+            LogProblem("tile_layout", message) for message in misplaced_tiles(connection, scan.stored_size)
+        )
+        signed_size = max((target.tree_size for target in targets), default=0)
+        if scan.stored_size < signed_size:
+            problems.append(
+                LogProblem(
+                    "tree_truncated",
+                    f"the tree holds {scan.stored_size} leaves, fewer than the {signed_size} a checkpoint signed",
+                )
+            )
         stored = scan.frontier.size
         for item in pending:
             problems.append(

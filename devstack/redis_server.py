@@ -19,8 +19,18 @@ from pathlib import Path
 import redis
 
 from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError
-from devstack.postgres import LOOPBACK, ServiceStatus, free_loopback_port, log_tail, pdeathsig_preexec
-from devstack.server import EmbeddedServer, NotYet, PortTaken, poll, retry_port_race
+from devstack.server import (
+    LOOPBACK,
+    EmbeddedServer,
+    NotYet,
+    PortTaken,
+    ServiceStatus,
+    free_loopback_port,
+    log_tail,
+    pdeathsig_preexec,
+    poll,
+    retry_port_race,
+)
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
 

@@ -32,16 +32,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from consumers.consumer_config import consumer_kwargs
 from devstack.broker import EmbeddedBroker, EmbeddedBrokerUnavailable
-from devstack.postgres import (
-    EmbeddedPostgres,
-    EmbeddedPostgresUnavailable,
-    ServiceStatus,
-    free_loopback_port,
-    pid_alive,
-    wait_pid_gone,
-)
+from devstack.postgres import EmbeddedPostgres, EmbeddedPostgresUnavailable
 from devstack.redis_server import EmbeddedRedis
-from devstack.server import EmbeddedServer
+from devstack.server import EmbeddedServer, ServiceStatus, free_loopback_port, pid_alive, wait_pid_gone
 from ledger.connect import libpq_url
 from tests.helpers.services import (
     PgServer,

@@ -33,12 +33,12 @@ from devstack.server import (
     child_env,
     free_loopback_port,
     log_tail,
-    pdeathsig_preexec,
     pid_alive,
     poll,
     read_state,
     retry_port_race,
     spawn_detached,
+    spawn_owned,
     state_lock,
     terminate_pid,
     wait_pid_gone,
@@ -187,15 +187,7 @@ class EmbeddedBroker(EmbeddedServer):
             if self.mode == "detached":
                 self._pid = spawn_detached(argv, self.log_path, cwd=Path("/"), env=env)
             else:
-                with self.log_path.open("wb") as log:
-                    self._proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        preexec_fn=pdeathsig_preexec(signal.SIGKILL),
-                    )
+                self._proc = spawn_owned(argv, self.log_path, death_signal=signal.SIGKILL, env=env)
                 self._pid = self._proc.pid
             try:
                 self.wait_ready(self.startup_timeout)

@@ -32,12 +32,12 @@ from devstack.server import (
     child_env,
     free_loopback_port,
     log_tail,
-    pdeathsig_preexec,
     pid_alive,
     poll,
     read_state,
     retry_port_race,
     spawn_detached,
+    spawn_owned,
     state_lock,
     terminate_pid,
     write_state,
@@ -239,15 +239,7 @@ class EmbeddedPostgres(EmbeddedServer):
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self._pid = spawn_detached(argv, self.log_path, cwd=run_as["cwd"], env=run_as["env"], owner=owner)
             return
-        with self.log_path.open("wb") as log:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=pdeathsig_preexec(signal.SIGQUIT),
-                **run_as,
-            )
+        self._proc = spawn_owned(argv, self.log_path, death_signal=signal.SIGQUIT, **run_as)
         self._pid = self._proc.pid
 
     def wait_ready(self, timeout: float = 30.0) -> None:

@@ -27,9 +27,9 @@ from devstack.server import (
     ServiceStatus,
     free_loopback_port,
     log_tail,
-    pdeathsig_preexec,
     poll,
     retry_port_race,
+    spawn_owned,
 )
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
@@ -81,14 +81,7 @@ class EmbeddedRedis(EmbeddedServer):
             self._port = self._requested_port or free_loopback_port()
             argv = [str(binary), "--port", str(self._port), "--bind", LOOPBACK, "--save", ""]
             argv += ["--appendonly", "no", "--daemonize", "no", "--dir", str(log_path.parent)]
-            with log_path.open("ab") as log:
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=pdeathsig_preexec(signal.SIGKILL),
-                )
+            self._proc = spawn_owned(argv, log_path, death_signal=signal.SIGKILL, append=True)
             self._pid = self._proc.pid
             try:
                 # polling is safe: PING changes nothing

@@ -45,6 +45,7 @@ __all__ = [
     "read_state",
     "retry_port_race",
     "spawn_detached",
+    "spawn_owned",
     "state_lock",
     "terminate_pid",
     "wait_pid_gone",
@@ -186,6 +187,22 @@ def spawn_detached(
     if done.returncode != 0 or not done.stdout.strip().isdigit():
         raise EmbeddedServiceError(f"could not launch {argv[0]}: {done.stderr.strip()[-2000:]}")
     return int(done.stdout)
+
+
+def spawn_owned(
+    argv: Sequence[str], log: Path, *, death_signal: int, append: bool = False, **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as our child (foreground mode), output to ``log``; it gets ``death_signal``
+    when our thread dies (:func:`pdeathsig_preexec`). ``popen``: more Popen arguments (env, user)."""
+    with log.open("ab" if append else "wb") as handle:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            preexec_fn=pdeathsig_preexec(death_signal),
+            **popen,
+        )
 
 
 def pid_alive(pid: int) -> bool:

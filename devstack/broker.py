@@ -24,23 +24,26 @@ import uuid
 from pathlib import Path
 
 from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, load_psutil
-from devstack.postgres import (
+from devstack.server import (
     LOOPBACK,
+    EmbeddedServer,
     Mode,
+    NotYet,
     ServiceStatus,
     child_env,
     free_loopback_port,
     log_tail,
-    pdeathsig_preexec,
     pid_alive,
+    poll,
     read_state,
+    retry_port_race,
     spawn_detached,
+    spawn_owned,
     state_lock,
     terminate_pid,
     wait_pid_gone,
     write_state,
 )
-from devstack.server import EmbeddedServer, NotYet, poll, retry_port_race
 
 # Variables tansu reads as defaults for its options (storage, listeners, telemetry).
 _TANSU_ENV = ("STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "CLUSTER_ID", "OTEL_", "SCHEMA_")
@@ -184,15 +187,7 @@ class EmbeddedBroker(EmbeddedServer):
             if self.mode == "detached":
                 self._pid = spawn_detached(argv, self.log_path, cwd=Path("/"), env=env)
             else:
-                with self.log_path.open("wb") as log:
-                    self._proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        preexec_fn=pdeathsig_preexec(signal.SIGKILL),
-                    )
+                self._proc = spawn_owned(argv, self.log_path, death_signal=signal.SIGKILL, env=env)
                 self._pid = self._proc.pid
             try:
                 self.wait_ready(self.startup_timeout)

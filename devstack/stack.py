@@ -26,14 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from devstack.broker import EmbeddedBroker
 from devstack.database import EMBEDDED_DATABASE, embedded_data_dir, ensure_database
-from devstack.extra import load_psutil
-from devstack.postgres import (
-    EmbeddedPostgres,
-    EmbeddedServiceError,
-    ServiceStatus,
-    postgres_install_dir,
-    terminate_pid,
-)
+from devstack.extra import EmbeddedServiceError, load_psutil
+from devstack.postgres import EmbeddedPostgres, postgres_install_dir
+from devstack.server import ServiceStatus, terminate_pid
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import upgrade
 from ledger.settings import LedgerSettings

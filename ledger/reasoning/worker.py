@@ -36,11 +36,16 @@ from ledger.reasoning.work_queue import WorkItem, append_to_stream, find_reasoni
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import EntryDraft
 
-__all__ = ["PassStats", "ReasoningWorker", "WorkerConfig"]
+__all__ = ["STALE_TRIES", "PassStats", "ReasoningWorker", "WorkerConfig"]
 
 log = logging.getLogger(__name__)
 
-_STALE_RETRIES = 3
+# Tries per entry when other follow-ups (e.g. ``replay.verified``) move the chain head. Retrying is
+# safe: a stale append wrote nothing (the store compares the head under its append lock), the entry
+# does not depend on the head, and a ``reasoning.verified`` found after the head ends the loop as a
+# duplicate. A plain bounded loop rather than tenacity: each try needs the head from the previous
+# result and must not wait, which a retry decorator would only hide. Exhausted: LedgerError.
+STALE_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -211,7 +216,7 @@ class ReasoningWorker:
     async def _append(self, item: WorkItem, entry: EntryDraft, stats: PassStats) -> bool:
         """Append at the head seen; True when this call recorded it (or an identical entry exists)."""
         head = item.head_stream_seq
-        for _ in range(_STALE_RETRIES):
+        for _ in range(STALE_TRIES):
             result = await asyncio.to_thread(
                 append_to_stream,
                 self.store,
@@ -227,4 +232,4 @@ class ReasoningWorker:
                 stats.duplicates += 1
                 return False
             head = result.entries[-1].stream_seq  # other kinds moved the head: chain after them
-        raise LedgerError(f"chain of {item.submission_id} kept moving; gave up after {_STALE_RETRIES} tries")
+        raise LedgerError(f"chain of {item.submission_id} kept moving; gave up after {STALE_TRIES} tries")

@@ -13,9 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from engine.envelope import EnvelopeError, decode_envelope, wrap_inputs
@@ -24,7 +22,7 @@ from ledger.store.hashing import canonical_text, text_sha256
 from tests.helpers.consumer import ledger_cli
 from tests.helpers.database import query, rewrite_step, tamper
 from tests.helpers.replay import ledger_json
-from tests.helpers.services import PgServer, libpq_conninfo
+from tests.helpers.services import PgServer, fresh_database
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -53,31 +51,15 @@ def cli_json(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[i
     return ledger_json(url, *args, env=env, timeout=TIMEOUT)
 
 
-def _database(admin_url: str, name: str, template: str | None = None) -> str:
-    with psycopg.connect(libpq_conninfo(admin_url), autocommit=True) as conn:
-        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-        if template:
-            statement = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(template)
-            )
-        conn.execute(statement)
-    return (
-        make_url(admin_url)
-        .set(drivername="postgresql+psycopg", database=name)
-        .render_as_string(hide_password=False)
-    )
-
-
-def _drop(admin_url: str, name: str) -> None:
-    with psycopg.connect(libpq_conninfo(admin_url), autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 @pytest.fixture(scope="module")
 def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, int]]:
     """``(template database name, submissions)`` after publish + consume of the accepted corpus."""
-    name = f"replay_e2e_{uuid.uuid4().hex[:12]}"
-    url = _database(pg_server.admin_url, name)
+    with fresh_database(pg_server.admin_url, prefix="replay_e2e") as url:
+        yield _consume_corpus(url, kafka_bootstrap)
+
+
+def _consume_corpus(url: str, kafka_bootstrap: str) -> tuple[str, int]:
+    """Migrate the database at ``url``, publish + consume the accepted corpus; (name, submissions)."""
     topic = f"replay-e2e-{uuid.uuid4().hex[:12]}"
     env = {
         "LEDGER_DATABASE_URL": url,
@@ -87,40 +69,35 @@ def consumed(pg_server: PgServer, kafka_bootstrap: str) -> Iterator[tuple[str, i
         "LEDGER_GROUP_ID": f"{topic}-group",
     }
     files = accepted_corpus()
-    try:
-        # the owner's step: ledger consume never migrates
-        migrated = ledger_cli("migrate", env=env, timeout=TIMEOUT)
-        assert migrated.returncode == 0, migrated.stderr[-3000:]
-        published = ledger_cli("publish", *files, env=env, timeout=TIMEOUT)
-        assert published.returncode == 0, published.stderr[-3000:]
-        consumed = ledger_cli(
-            "consume",
-            "--until-idle",
-            "3",
-            "--session-timeout-ms",
-            "2000",
-            "--heartbeat-interval-ms",
-            "300",
-            env=env,
-            timeout=TIMEOUT,
-        )
-        assert consumed.returncode == 0, consumed.stderr[-3000:]
-        [[count]] = query(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")
-        assert count == len(files), f"{count} audited submissions for {len(files)} published bundles"
-        yield name, count
-    finally:
-        _drop(pg_server.admin_url, name)
+    # the owner's step: ledger consume never migrates
+    migrated = ledger_cli("migrate", env=env, timeout=TIMEOUT)
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    published = ledger_cli("publish", *files, env=env, timeout=TIMEOUT)
+    assert published.returncode == 0, published.stderr[-3000:]
+    consumed = ledger_cli(
+        "consume",
+        "--until-idle",
+        "3",
+        "--session-timeout-ms",
+        "2000",
+        "--heartbeat-interval-ms",
+        "300",
+        env=env,
+        timeout=TIMEOUT,
+    )
+    assert consumed.returncode == 0, consumed.stderr[-3000:]
+    [[count]] = query(url, "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'")
+    assert count == len(files), f"{count} audited submissions for {len(files)} published bundles"
+    name = make_url(url).database
+    assert name is not None
+    return name, count
 
 
 @pytest.fixture
 def ledger_copy(pg_server: PgServer, consumed: tuple[str, int]) -> Iterator[str]:
     """A private copy of the consumed ledger."""
-    name = f"replay_e2e_copy_{uuid.uuid4().hex[:12]}"
-    url = _database(pg_server.admin_url, name, template=consumed[0])
-    try:
+    with fresh_database(pg_server.admin_url, prefix="replay_e2e_copy", template=consumed[0]) as url:
         yield url
-    finally:
-        _drop(pg_server.admin_url, name)
 
 
 def test_consumed_corpus_replays_100_percent_identical_in_another_process_and_verifies(

@@ -26,7 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from consumers.publisher import SentRecord
 from devstack.broker import EmbeddedBroker
-from devstack.postgres import free_loopback_port
+from devstack.server import free_loopback_port
 from tests.helpers.database import chain_problems, query
 from tests.helpers.faults import (
     GROUP_TIMING,

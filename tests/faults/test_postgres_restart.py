@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
-from devstack.postgres import EmbeddedPostgres, free_loopback_port, pid_alive
+from devstack.postgres import EmbeddedPostgres
+from devstack.server import free_loopback_port, pid_alive
 from ledger.migration import upgrade
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from devstack.postgres import free_loopback_port
 from devstack.redis_server import EmbeddedRedis
+from devstack.server import free_loopback_port
 from engine.reasoning import ReasoningResult, ReasoningTask, ReasoningVerifier
 from tests.stubs.providers import ScriptedProvider
 

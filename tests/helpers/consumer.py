@@ -26,7 +26,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from consumers.batch import LedgerPort
 from consumers.consumer import ConsumerConfig
 from consumers.publisher import publish_documents
-from ledger.connect import libpq_url
+from devstack.extra import EmbeddedServiceError
+from devstack.server import NotYet, poll
 from ledger.migration import upgrade
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
 from ledger.store.source_log import SourceIdentity, SourceResolution
@@ -130,18 +131,21 @@ def read_until(
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Poll ``predicate`` (every ``interval`` seconds, with :func:`devstack.server.poll`) until it
+    returns something truthy; fail with ``what`` at the deadline."""
+
+    def truthy() -> Any:
         value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+        if not value:
+            raise NotYet(f"last value {value!r}")
+        return value
 
-
-libpq = libpq_url  # the SQLAlchemy URL as a libpq URI
+    try:
+        return poll(
+            truthy, timeout=timeout, what=f"waiting for {what}", first_delay=interval, max_delay=interval
+        )
+    except EmbeddedServiceError as exc:
+        raise AssertionError(f"timed out: {exc}") from None
 
 
 def submission_count(url: str, status: str = "audited") -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack.postgres import free_loopback_port
+from devstack.server import free_loopback_port
 from tests.helpers.consumer import (
     GROUP_TIMING,
     ConsumerProcess,

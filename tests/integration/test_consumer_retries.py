@@ -11,7 +11,7 @@ import pytest
 
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
-from devstack.postgres import free_loopback_port
+from devstack.server import free_loopback_port
 from ledger.errors import LedgerUnavailableError
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore

@@ -32,21 +32,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from consumers.consumer_config import consumer_kwargs
 from devstack.broker import EmbeddedBroker, EmbeddedBrokerUnavailable
-from devstack.postgres import (
-    EmbeddedPostgres,
-    EmbeddedPostgresUnavailable,
-    ServiceStatus,
-    free_loopback_port,
-    pid_alive,
-    wait_pid_gone,
-)
+from devstack.postgres import EmbeddedPostgres, EmbeddedPostgresUnavailable
 from devstack.redis_server import EmbeddedRedis
-from devstack.server import EmbeddedServer
+from devstack.server import EmbeddedServer, ServiceStatus, free_loopback_port, pid_alive, wait_pid_gone
+from ledger.connect import libpq_url
 from tests.helpers.services import (
     PgServer,
     ServiceStack,
     broker_kinds,
-    libpq_conninfo,
     postgres_kinds,
 )
 
@@ -123,7 +116,7 @@ def pg_server(request: pytest.FixtureRequest, service_stack: ServiceStack) -> Pg
 
 
 def test_server_accepts_psycopg_connections_with_admin_rights(pg_server: PgServer) -> None:
-    with psycopg.connect(libpq_conninfo(pg_server.admin_url)) as conn:
+    with psycopg.connect(libpq_url(pg_server.admin_url)) as conn:
         row = conn.execute(
             "SELECT rolsuper OR (rolcreatedb AND rolcreaterole) FROM pg_roles WHERE rolname = current_user"
         ).fetchone()
@@ -144,7 +137,7 @@ def test_database_url_gives_a_fresh_database(pg_server: PgServer, database_url: 
 
 
 def test_database_url_is_isolated_from_other_tests(pg_server: PgServer, database_url: str) -> None:
-    with psycopg.connect(libpq_conninfo(database_url)) as conn:
+    with psycopg.connect(libpq_url(database_url)) as conn:
         name = conn.execute("SELECT current_database()").fetchone()
         marker = conn.execute("SELECT to_regclass('isolation_marker')").fetchone()
         earlier = _seen_databases.get(pg_server.kind, [])
@@ -214,7 +207,7 @@ def test_detached_server_is_managed_from_other_processes(scratch_dir: Path) -> N
         status = json.loads(run_python(_PG_DETACHED, data, state, "status"))
         assert status["running"] and status["pid"] == started["pid"] and not status["orphaned"]
         assert status["url"] == started["url"]
-        with psycopg.connect(libpq_conninfo(started["url"])) as conn:
+        with psycopg.connect(libpq_url(started["url"])) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
         run_python(_PG_DETACHED, data, state, "stop")
         assert wait_pid_gone(started["pid"], 20.0)

@@ -10,12 +10,8 @@ import psutil
 import pytest
 
 from devstack.database import embedded_data_dir, open_database
-from devstack.postgres import (
-    EmbeddedPostgres,
-    EmbeddedPostgresUnavailable,
-    pid_alive,
-    postgres_install_dir,
-)
+from devstack.postgres import EmbeddedPostgres, EmbeddedPostgresUnavailable, postgres_install_dir
+from devstack.server import pid_alive
 from ledger.migration import current_revision, head_revision
 from ledger.settings import LedgerSettings
 from ledger.store.ledger_store import LedgerStore

@@ -194,7 +194,9 @@ def submission_draft(
 def audit_envelope(decoded: DecodedEnvelope, operational: OperationalInfo | None = None) -> SubmissionDraft:
     """Run Auditor and Judge on the envelope's inputs and return the submission draft."""
     envelope = decoded.envelope
-    result = run_pipeline(envelope.prompt_spec, envelope.evidence_bundle)
+    result = run_pipeline(
+        envelope.prompt_spec, envelope.evidence_bundle, prompt_spec_canonical=decoded.prompt_spec_canonical
+    )
     return submission_draft(decoded, result, operational)
 
 

@@ -18,7 +18,7 @@ from engine.canonical import canonical_bytes
 from engine.envelope import DecodedEnvelope, EnvelopeError, decode_envelope, inputs_hash, inputs_preimage
 from engine.envelope_inputs import decode_stored_inputs
 from engine.pipeline import run_pipeline
-from ledger.store.drafts import submission_draft
+from ledger.store.drafts import audit_envelope, submission_draft
 from ledger.store.hashing import canonical_text, text_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +100,14 @@ def test_replay_decodes_stored_inputs_itself_and_sees_a_changed_bundle() -> None
     )
     assert rebuilt.entries[0].canonical is not None
     assert rebuilt.entries[0].canonical != stored_text
+
+
+def test_the_pipeline_given_the_decoders_prompt_spec_bytes_equals_the_pipeline_without_them() -> None:
+    for decoded in _decoded_all():
+        spec, bundle = decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle
+        carried = run_pipeline(spec, bundle, prompt_spec_canonical=decoded.prompt_spec_canonical)
+        fresh = run_pipeline(spec, bundle)
+        assert carried.canonical_json() == fresh.canonical_json()
+        assert carried.prompt_spec_canonical == fresh.prompt_spec_canonical == canonical_bytes(spec)
+        consumer = audit_envelope(decoded)  # the consumer's path passes the decoder's bytes
+        assert consumer.entries[-1].payload["roots"] == fresh.roots

@@ -15,7 +15,8 @@ a new submission; they are validated and encoded before any clock starts.
   bundles/s = N / (first partition assignment → last committed batch), from the consumers' JSON
   logs (``batch committed`` is logged right after the Postgres transaction commits); CPU per
   bundle of the consumers and, when embedded, of the broker and PostgreSQL (its backends, which it
-  reaps; not its background writers) from consumer start to exit;
+  reaps; not its background writers) from consumer start to exit; rows written per committed
+  submission, from the ``n_tup_ins + n_tup_upd`` deltas of ``pg_stat_user_tables`` over the phase;
 * latency: two consumers already running; records are produced at ``--rate`` (default: half the
   two-consumer throughput) with the send time in a ``bench.produced_at_ns`` header; a record's
   commit time is that of the first ``batch committed`` line whose next offset passes it.
@@ -270,6 +271,7 @@ def throughput(
     asyncio.run(produce(bootstrap, topic, prepared))
     with fresh_database(admin_url) as url:
         env = env_for(bootstrap, url, topic)
+        rows_before = rows_written(url)
         cpu_before, servers_before = children_cpu(), server_cpu()
         processes = start_consumers(members, env, log_dir, "--until-idle", "5")
         for process in processes:
@@ -282,8 +284,10 @@ def throughput(
             stored = conn.execute(
                 "SELECT count(*) FROM ledger.submissions WHERE status = 'audited'"
             ).fetchone()
+        rows_after = rows_written(url)
     if stored is None or stored[0] != len(prepared):
         raise SystemExit(f"expected {len(prepared)} submissions, found {stored}")
+    print(f"  {members} consumer(s): {rows_per_submission(rows_before, rows_after, stored[0])}")
     first = min(ts(line) for line in log_events(log_dir, "partitions assigned"))
     last = max(ts(line) for line in log_events(log_dir, "batch committed"))
     print(
@@ -294,6 +298,28 @@ def throughput(
         )
     )
     return len(prepared) / (last - first)
+
+
+def rows_written(url: str) -> dict[str, int]:
+    """Rows inserted plus rows updated so far, per table (``pg_stat_user_tables``) of ``url``'s database.
+
+    The consumers' backends report their counts when they exit; the phase reads this after they did.
+    """
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = conn.execute(
+            "SELECT schemaname || '.' || relname, n_tup_ins + n_tup_upd FROM pg_stat_user_tables"
+        ).fetchall()
+    return {name: int(count) for name, count in rows}
+
+
+def rows_per_submission(before: dict[str, int], after: dict[str, int], submissions: int) -> str:
+    """Rows written per committed submission over a phase: the total, then each table that wrote any."""
+    deltas = {name: after[name] - before.get(name, 0) for name in after}
+    written = {name: count for name, count in sorted(deltas.items()) if count > 0}
+    total = sum(written.values()) / max(1, submissions)
+    parts = ", ".join(f"{name} {count / max(1, submissions):.2f}" for name, count in written.items())
+    return f"rows written per submission {total:.1f} (inserted + updated; {parts})"
 
 
 def children_cpu() -> float:

@@ -190,18 +190,20 @@ def commit_inputs(
     trace: ReasoningTrace,
     *,
     preimages: Sequence[bytes] | None = None,
+    prompt_spec_canonical: bytes = b"",
 ) -> InputCommitments:
     """Hash the prompt spec, every evidence item and every step exactly once.
 
     ``preimages`` are the steps' canonical bytes when the caller already has them (the auditor
     makes them as it builds the steps: ``AuditorAgent.audit_committed``); one per step.
+    ``prompt_spec_canonical`` likewise for the prompt spec (the envelope decoder makes them).
     """
     if preimages is None:
         preimages = step_preimages(trace.steps)[1]
     elif len(preimages) != len(trace.steps):
         raise ValueError(f"{len(preimages)} step preimages for {len(trace.steps)} steps")
     hashes = tuple("0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages)
-    spec_bytes = canonical_bytes(prompt_spec)
+    spec_bytes = prompt_spec_canonical or canonical_bytes(prompt_spec)
     ev_root, ev_count = evidence_root(bundle)
     return InputCommitments(
         prompt_spec_hash="0x" + hashlib.sha256(spec_bytes).hexdigest(),

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from engine.canonical import CanonicalizationError, hash_canonical, to_hex
+from engine.canonical import CanonicalizationError, canonical_bytes, hash_canonical, sha256, to_hex
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.limits import (
     MAX_EVENT_ID_BYTES,
@@ -61,6 +61,7 @@ __all__ = [
     "from_strict_json_error",
     "idempotency_key",
     "inputs_hash",
+    "inputs_preimage",
     "render_json_schema",
     "validate_envelope",
     "wrap_inputs",
@@ -204,11 +205,18 @@ _MODELS: dict[int, type[EnvelopeV1] | type[EnvelopeV2]] = {1: EnvelopeV1, 2: Env
 
 @dataclass(frozen=True)
 class DecodedEnvelope:
-    """A validated envelope plus the values the consumer needs from it."""
+    """A validated envelope plus the values the consumer needs from it.
+
+    ``prompt_spec_canonical`` and ``evidence_bundle_canonical`` are the canonical bytes the inputs
+    hash was computed over (its preimage is ``{"evidence_bundle":<bundle>,"prompt_spec":<spec>}``),
+    kept so the ledger need not canonicalise the inputs again; empty when not computed.
+    """
 
     envelope: Envelope
     idempotency_key: str
     inputs_hash: str
+    prompt_spec_canonical: bytes = b""
+    evidence_bundle_canonical: bytes = b""
 
     @property
     def market_id(self) -> str:
@@ -249,6 +257,29 @@ def inputs_hash(envelope: Envelope) -> str:
     """``0x`` + SHA-256 of the canonical ``{"prompt_spec", "evidence_bundle"}`` pair."""
     pair = {"prompt_spec": envelope.prompt_spec, "evidence_bundle": envelope.evidence_bundle}
     return to_hex(hash_canonical(pair))
+
+
+def inputs_preimage(prompt_spec_canonical: bytes, evidence_bundle_canonical: bytes) -> bytes:
+    """The canonical bytes of the ``{"prompt_spec", "evidence_bundle"}`` pair from those of its members
+    (keys in canonical order); :func:`inputs_hash` is the SHA-256 of it."""
+    return (
+        b'{"evidence_bundle":' + evidence_bundle_canonical + b',"prompt_spec":' + prompt_spec_canonical + b"}"
+    )
+
+
+def _canonical_inputs(envelope: Envelope) -> tuple[str, bytes, bytes]:
+    """``(inputs hash, prompt spec bytes, evidence bundle bytes)``, each member canonicalised once.
+
+    A member that cannot be canonicalised is re-run through :func:`inputs_hash`, so the error (and
+    its JSON path) is the one the pair gives.
+    """
+    try:
+        spec = canonical_bytes(envelope.prompt_spec)
+        bundle = canonical_bytes(envelope.evidence_bundle)
+    except CanonicalizationError:
+        inputs_hash(envelope)
+        raise
+    return to_hex(sha256(inputs_preimage(spec, bundle))), spec, bundle
 
 
 def idempotency_key(envelope: Envelope, digest: str | None = None) -> str:
@@ -388,10 +419,10 @@ def validate_envelope(document: Any, raw: bytes | None = None) -> DecodedEnvelop
     check_storable_ids(envelope)
     check_consistency(envelope)
     try:
-        digest = inputs_hash(envelope)
+        digest, spec, bundle = _canonical_inputs(envelope)
     except CanonicalizationError as exc:
         raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
-    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest)
+    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest, spec, bundle)
 
 
 def decode_envelope(

@@ -90,8 +90,14 @@ def run_pipeline(
     *,
     auditor: Auditor | None = None,
     judge: Judge | None = None,
+    prompt_spec_canonical: bytes = b"",
 ) -> PipelineResult:
-    """Audit, judge and commit. Defaults: ``AuditorAgent()`` and ``JudgeAgent()``."""
+    """Audit, judge and commit. Defaults: ``AuditorAgent()`` and ``JudgeAgent()``.
+
+    ``prompt_spec_canonical``: the prompt spec's canonical bytes when the caller already made them
+    from this very ``prompt_spec`` (the envelope decoder does); they become the preimage of
+    ``prompt_spec_hash``. Replay never passes them: it recomputes from the stored inputs.
+    """
     if auditor is None:
         auditor = AuditorAgent()
     if judge is None:
@@ -99,10 +105,12 @@ def run_pipeline(
     if isinstance(auditor, AuditorAgent) and type(auditor).audit is AuditorAgent.audit:
         # The steps' canonical bytes come with the audit, made as the steps were built.
         trace, audit_verification, _, preimages = auditor.audit_committed(prompt_spec, evidence)
-        inputs = commit_inputs(prompt_spec, evidence, trace, preimages=preimages)
+        inputs = commit_inputs(
+            prompt_spec, evidence, trace, preimages=preimages, prompt_spec_canonical=prompt_spec_canonical
+        )
     else:
         trace, audit_verification = auditor.audit(prompt_spec, evidence)
-        inputs = commit_inputs(prompt_spec, evidence, trace)
+        inputs = commit_inputs(prompt_spec, evidence, trace, prompt_spec_canonical=prompt_spec_canonical)
     if isinstance(judge, JudgeAgent):
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
     else:

@@ -15,10 +15,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine.envelope import DecodedEnvelope
+from engine.envelope import DecodedEnvelope, inputs_preimage
 from engine.pipeline import PipelineResult, run_pipeline
 from engine.schemas import ReasoningStep
-from ledger.store.hashing import canonical_text
+from ledger.store.hashing import canonical_text, quote
 from ledger.store.payloads import (
     audit_payload,
     received_payload,
@@ -81,31 +81,49 @@ def _recomputed_step(index: int, step: ReasoningStep, engine_hash: str) -> StepD
     return draft
 
 
-_PROMPT_SPEC_KEY = "prompt_spec"
-_AFTER_PROMPT_SPEC = ',"prompt_spec_hash":"'
+def _carried_inputs(
+    received: dict[str, Any], decoded: DecodedEnvelope, result: PipelineResult
+) -> dict[str, bytes]:
+    """Canonical bytes already made for the inputs in ``received``, each checked against its hash.
 
-
-def _received_canonical(received: dict[str, Any], result: PipelineResult) -> str | None:
-    """Canonical text of the ``submission.received`` payload, splicing in the engine's prompt-spec bytes.
-
-    The rest of the payload is canonicalised here with the store's function; the prompt spec's
-    canonical bytes (made once by the engine, the preimage of ``prompt_spec_hash``) go where the
-    canonical key order puts them: right before ``prompt_spec_hash``, the last key. None (the store
-    canonicalises the payload itself) when the engine gave no bytes, the bytes do not hash to
-    ``prompt_spec_hash``, or the payload has a key that would sort elsewhere.
+    The decoder's prompt-spec and evidence-bundle bytes are used when the pair they form hashes to
+    the payload's ``inputs_hash`` and the spec's bytes to its ``prompt_spec_hash``; else the
+    engine's prompt-spec bytes when they hash to ``prompt_spec_hash``; else none.
     """
-    spec_bytes = result.prompt_spec_canonical
     spec_hash = received.get("prompt_spec_hash")
-    if not spec_bytes or not isinstance(spec_hash, str) or text_sha256_bytes(spec_bytes) != spec_hash:
+    spec, bundle = decoded.prompt_spec_canonical, decoded.evidence_bundle_canonical
+    if (
+        spec
+        and bundle
+        and text_sha256_bytes(spec) == spec_hash
+        and text_sha256_bytes(inputs_preimage(spec, bundle)) == received.get("inputs_hash")
+    ):
+        return {"prompt_spec": spec, "evidence_bundle": bundle}
+    spec = result.prompt_spec_canonical
+    if spec and text_sha256_bytes(spec) == spec_hash:
+        return {"prompt_spec": spec}
+    return {}
+
+
+def _received_canonical(
+    received: dict[str, Any], decoded: DecodedEnvelope, result: PipelineResult
+) -> str | None:
+    """Canonical text of the ``submission.received`` payload, reusing the inputs' canonical bytes.
+
+    The object's text is put together member by member in canonical key order: the members whose
+    bytes were already made (:func:`_carried_inputs`) as they are, the others canonicalised here
+    with the store's function. None (the store canonicalises the payload itself) when no bytes
+    were carried.
+    """
+    carried = _carried_inputs(received, decoded, result)
+    if not carried:
         return None
-    rest = {key: value for key, value in received.items() if key != _PROMPT_SPEC_KEY}
-    if any(key >= _PROMPT_SPEC_KEY for key in rest if key != "prompt_spec_hash"):
-        return None
-    text = canonical_text(rest)
-    at = text.rfind(_AFTER_PROMPT_SPEC)  # the last key's value is a hex string: its marker is the last one
-    if at < 0 or not text.endswith('"}'):
-        return None
-    return f'{text[:at]},"{_PROMPT_SPEC_KEY}":{spec_bytes.decode("utf-8")}{text[at:]}'
+    members = [
+        f"{quote(key)}:{carried[key].decode('utf-8') if key in carried else canonical_text(value)}"
+        for key, value in sorted(received.items())
+        if value is not None
+    ]
+    return "{" + ",".join(members) + "}"
 
 
 def submission_draft(
@@ -133,7 +151,7 @@ def submission_draft(
         "schema_version": envelope.schema_version,
         "event_id": envelope.event_id,
     }
-    received_canonical = _received_canonical(received, result)
+    received_canonical = _received_canonical(received, decoded, result)
     steps = _step_drafts(result)
     trace_header = {
         "trace_id": result.trace.trace_id,
@@ -176,7 +194,9 @@ def submission_draft(
 def audit_envelope(decoded: DecodedEnvelope, operational: OperationalInfo | None = None) -> SubmissionDraft:
     """Run Auditor and Judge on the envelope's inputs and return the submission draft."""
     envelope = decoded.envelope
-    result = run_pipeline(envelope.prompt_spec, envelope.evidence_bundle)
+    result = run_pipeline(
+        envelope.prompt_spec, envelope.evidence_bundle, prompt_spec_canonical=decoded.prompt_spec_canonical
+    )
     return submission_draft(decoded, result, operational)
 
 

@@ -77,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs=2,
         type=int,
         metavar=("OLD_SIZE", "NEW_SIZE"),
-        help="prove that the tree of NEW_SIZE entries extends the tree of OLD_SIZE entries",
+        help="prove that the tree of NEW_SIZE entries extends the tree of OLD_SIZE entries; NEW_SIZE must be "
+        "covered by a signed checkpoint (else exit 2: run `ledger checkpoint` first)",
     )
     p.add_argument(
         "--checkpoint", type=int, default=None, help="prove against this checkpoint id (default: latest)"

@@ -170,6 +170,11 @@ def check_stored_entry(row: Mapping[str, Any]) -> tuple[str, EntryCheckError | N
     return content_hash, None
 
 
+# At most this many proven leaves are held (33 bytes each: about 330 MB): ``ledger verify`` on a
+# larger ledger reads and hashes the entries beyond it in the log check, as before the reuse.
+PROVEN_LEAVES_CAPACITY = 10_000_000
+
+
 class ProvenLeaves:
     """Leaf hashes of entries whose stored hashes a caller already recomputed from their content.
 
@@ -178,17 +183,25 @@ class ProvenLeaves:
     hashing them again. Compact: 32 bytes per entry, indexed by ``global_seq``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = PROVEN_LEAVES_CAPACITY) -> None:
+        self._capacity = capacity
         self._hashes = bytearray()
         self._present = bytearray()
 
     def add(self, global_seq: int, entry_hash_hex: str) -> None:
-        """Record that the entry ``global_seq`` has the proven ``entry_hash``."""
+        """Record that the entry ``global_seq`` has the proven ``entry_hash``.
+
+        Entries at or beyond ``capacity`` are not kept: memory stays bounded, and the log check
+        reads and hashes those entries itself, exactly as it does for any entry not proven.
+        """
         index = leaf_index_for(global_seq)
         if index < 0:
             raise ValueError(f"global_seq must be positive, got {global_seq}")
+        if index >= self._capacity:
+            return
         if index >= len(self._present):
             grow = max(index + 1 - len(self._present), len(self._present))  # amortised growth
+            grow = min(grow, self._capacity - len(self._present))
             self._present.extend(bytes(grow))
             self._hashes.extend(bytes(32 * grow))
         self._hashes[32 * index : 32 * index + 32] = entry_leaf_hash(entry_hash_hex)

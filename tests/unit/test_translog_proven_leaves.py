@@ -1,0 +1,29 @@
+"""ProvenLeaves: the leaves ``ledger verify``'s ledger pass proved, held in bounded memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.translog.leaves import ProvenLeaves, entry_leaf_hash
+
+HASH = "0x" + "ab" * 32
+
+
+def test_a_proven_leaf_is_the_leaf_of_its_entry_hash_and_others_are_unknown() -> None:
+    proven = ProvenLeaves()
+    proven.add(3, HASH)
+    assert proven.get(3) == entry_leaf_hash(HASH)
+    assert proven.get(1) is None and proven.get(2) is None and proven.get(4) is None
+
+
+def test_entries_beyond_the_capacity_are_not_held_so_the_log_check_reads_them_itself() -> None:
+    proven = ProvenLeaves(capacity=4)
+    for seq in range(1, 10):
+        proven.add(seq, HASH)
+    assert [proven.get(seq) is not None for seq in range(1, 10)] == [True] * 4 + [False] * 5
+    assert len(proven._hashes) == 32 * 4  # memory stops at the capacity
+
+
+def test_a_non_positive_global_seq_is_refused() -> None:
+    with pytest.raises(ValueError, match="global_seq must be positive"):
+        ProvenLeaves().add(0, HASH)

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from engine.auditor import AuditorAgent
+from engine.envelope import DecodedEnvelope
 from engine.envelope_inputs import decode_stored_inputs
 from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
@@ -118,6 +119,19 @@ def _load(text: str | None, kind: str) -> dict[str, Any]:
 _COMPARED_KINDS = ("submission.received", "audit.completed", "verdict.issued")
 
 
+def _pipeline(decoded: DecodedEnvelope) -> PipelineResult:
+    """The pipeline over the decoded stored inputs, with the prompt spec's canonical bytes replay's
+    own decoder made from them (never the stored text: the comparison stays stored vs rebuilt)."""
+    inputs = decoded.envelope
+    return run_pipeline(
+        inputs.prompt_spec,
+        inputs.evidence_bundle,
+        auditor=_AUDITOR,
+        judge=_JUDGE,
+        prompt_spec_canonical=decoded.prompt_spec_canonical,
+    )
+
+
 def _identical_fast(case: ReplayCase) -> PipelineResult | None:
     """The pipeline result when the submission replays identically, judged from stored texts only.
 
@@ -134,9 +148,7 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
         if not isinstance(received, dict):
             return None
         decoded = decode_stored_inputs(received)
-        result = run_pipeline(
-            decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle, auditor=_AUDITOR, judge=_JUDGE
-        )
+        result = _pipeline(decoded)
         draft = submission_draft(decoded, result, None)
     except Exception:  # whatever fails here, the exact path fails the same way and says why
         return None
@@ -185,12 +197,10 @@ def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionRepla
         # the consumer's own validation (models and cross-field checks), so stored inputs it would
         # have refused are refused here too, with its reason code
         decoded = decode_stored_inputs(received)
-        inputs = decoded.envelope
-        prompt_spec, evidence = inputs.prompt_spec, inputs.evidence_bundle
     except (ValueError, ValidationError) as exc:  # EnvelopeError is a ValueError
         return replace(failed, error=f"stored inputs cannot be replayed: {exc}".splitlines()[0])
     try:
-        result = run_pipeline(prompt_spec, evidence, auditor=_AUDITOR, judge=_JUDGE)
+        result = _pipeline(decoded)
         draft = submission_draft(decoded, result, None)  # the consumer's own draft builder
     except Exception as exc:  # the engine refusing stored inputs is a finding, not a crash
         return replace(failed, error=f"the engine failed on the stored inputs: {type(exc).__name__}: {exc}")

@@ -138,16 +138,20 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
     The received payload is parsed with orjson, which reads integers beyond 64 bits as floats; an
     identical verdict still proves the parse exact, since the payload rebuilt from the parsed value
     re-emits every value as the stored text holds it (a float where the text holds digits would
-    differ). Any other outcome (None) is decided by the exact path, :func:`_replay_exact`.
+    differ). The stored text's UTF-8 bytes, which the payload is parsed from, let the decoder skip
+    its walk for U+0000 and lone surrogates when they hold no such escape (a text with a lone
+    surrogate has no UTF-8 form: the exact path walks it). Any other outcome (None) is decided by
+    the exact path, :func:`_replay_exact`.
     """
     if case.received is None:
         return None
     texts = dict(zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True))
     try:
-        received = orjson.loads(case.received)
+        raw = case.received.encode("utf-8")
+        received = orjson.loads(raw)
         if not isinstance(received, dict):
             return None
-        decoded = decode_stored_inputs(received)
+        decoded = decode_stored_inputs(received, raw)
         result = _pipeline(decoded)
         draft = submission_draft(decoded, result, None)
     except Exception:  # whatever fails here, the exact path fails the same way and says why

@@ -86,3 +86,17 @@ def test_a_missing_payload_is_an_error_as_before() -> None:
     outcome = replay_case(missing)
     assert outcome.status == "error"
     assert outcome.error == "stored inputs cannot be replayed: no verdict.issued entry"
+
+
+def test_stored_inputs_holding_u0000_are_refused_with_the_consumers_reason() -> None:
+    clean = _case(json.loads(BUNDLE.read_text()))
+    received = json.loads(clean.received or "")
+    received["prompt_spec"]["market"]["question"] += "\x00"
+    text = canonical_text(received)
+    assert "\\u0000" in text  # the escape the decoder's pre-check looks for in the stored bytes
+    case = ReplayCase(**{**clean.__dict__, "received": text})
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "error"
+    assert (outcome.error or "").startswith("stored inputs cannot be replayed: unstorable_text: ")
+    assert (outcome.error or "").endswith("at $.prompt_spec.market.question")

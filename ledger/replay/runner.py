@@ -2,7 +2,7 @@
 
 For each selected audited submission, in ledger order: decode the canonical PromptSpec and
 EvidenceBundle of its ``submission.received`` entry with the consumer's validation
-(:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
+(:func:`engine.envelope_inputs.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
 compare every step, step hash, the verdict, the roots and the other committed payload parts with
 the stored step rows and entries (:mod:`ledger.replay.compare`). The common case is settled first
 from texts alone: when every stored payload equals the one the draft builder rebuilds, and every

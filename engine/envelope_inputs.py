@@ -121,12 +121,15 @@ def decode_submission(
     return decode_envelope(value, max_bytes=max_bytes, max_depth=max_depth)
 
 
-def decode_stored_inputs(received: Mapping[str, Any]) -> DecodedEnvelope:
+def decode_stored_inputs(received: Mapping[str, Any], raw: bytes | None = None) -> DecodedEnvelope:
     """The envelope of a stored ``submission.received`` payload, through the decoder's validation.
 
     Replay and verification re-check stored inputs with the rules the consumer applied on the way
     in (models, market ids, evidence and requirement ids, canonical form), so a ledger row that the
-    consumer would have refused is refused again, with the same reason code.
+    consumer would have refused is refused again, with the same reason code. ``raw``: the UTF-8
+    bytes ``received`` was parsed from, when the caller has them; as in :func:`validate_envelope`
+    they only let the storable-text check skip its walk when they cannot hold U+0000 or a lone
+    surrogate.
     """
     header = received.get("envelope")
     header = header if isinstance(header, Mapping) else {}
@@ -140,4 +143,4 @@ def decode_stored_inputs(received: Mapping[str, Any]) -> DecodedEnvelope:
         document["event_id"] = header["event_id"]
     if "envelope_options" in received:
         document["options"] = received["envelope_options"]
-    return validate_envelope(document)
+    return validate_envelope(document, raw)

@@ -96,7 +96,7 @@ def run_pipeline(
 
     ``prompt_spec_canonical``: the prompt spec's canonical bytes when the caller already made them
     from this very ``prompt_spec`` (the envelope decoder does); they become the preimage of
-    ``prompt_spec_hash``. Replay never passes them: it recomputes from the stored inputs.
+    ``prompt_spec_hash``. Replay passes the bytes its own decoder made from the stored inputs.
     """
     if auditor is None:
         auditor = AuditorAgent()

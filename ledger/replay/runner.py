@@ -2,7 +2,7 @@
 
 For each selected audited submission, in ledger order: decode the canonical PromptSpec and
 EvidenceBundle of its ``submission.received`` entry with the consumer's validation
-(:func:`engine.envelope.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
+(:func:`engine.envelope_inputs.decode_stored_inputs`), run :func:`engine.pipeline.run_pipeline`, and
 compare every step, step hash, the verdict, the roots and the other committed payload parts with
 the stored step rows and entries (:mod:`ledger.replay.compare`). The common case is settled first
 from texts alone: when every stored payload equals the one the draft builder rebuilds, and every
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from engine.auditor import AuditorAgent
+from engine.envelope import DecodedEnvelope
 from engine.envelope_inputs import decode_stored_inputs
 from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
@@ -118,25 +119,40 @@ def _load(text: str | None, kind: str) -> dict[str, Any]:
 _COMPARED_KINDS = ("submission.received", "audit.completed", "verdict.issued")
 
 
+def _pipeline(decoded: DecodedEnvelope) -> PipelineResult:
+    """The pipeline over the decoded stored inputs, with the prompt spec's canonical bytes replay's
+    own decoder made from them (never the stored text: the comparison stays stored vs rebuilt)."""
+    inputs = decoded.envelope
+    return run_pipeline(
+        inputs.prompt_spec,
+        inputs.evidence_bundle,
+        auditor=_AUDITOR,
+        judge=_JUDGE,
+        prompt_spec_canonical=decoded.prompt_spec_canonical,
+    )
+
+
 def _identical_fast(case: ReplayCase) -> PipelineResult | None:
     """The pipeline result when the submission replays identically, judged from stored texts only.
 
     The received payload is parsed with orjson, which reads integers beyond 64 bits as floats; an
     identical verdict still proves the parse exact, since the payload rebuilt from the parsed value
     re-emits every value as the stored text holds it (a float where the text holds digits would
-    differ). Any other outcome (None) is decided by the exact path, :func:`_replay_exact`.
+    differ). The stored text's UTF-8 bytes, which the payload is parsed from, let the decoder skip
+    its walk for U+0000 and lone surrogates when they hold no such escape (a text with a lone
+    surrogate has no UTF-8 form: the exact path walks it). Any other outcome (None) is decided by
+    the exact path, :func:`_replay_exact`.
     """
     if case.received is None:
         return None
     texts = dict(zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True))
     try:
-        received = orjson.loads(case.received)
+        raw = case.received.encode("utf-8")
+        received = orjson.loads(raw)
         if not isinstance(received, dict):
             return None
-        decoded = decode_stored_inputs(received)
-        result = run_pipeline(
-            decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle, auditor=_AUDITOR, judge=_JUDGE
-        )
+        decoded = decode_stored_inputs(received, raw)
+        result = _pipeline(decoded)
         draft = submission_draft(decoded, result, None)
     except Exception:  # whatever fails here, the exact path fails the same way and says why
         return None
@@ -185,12 +201,10 @@ def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionRepla
         # the consumer's own validation (models and cross-field checks), so stored inputs it would
         # have refused are refused here too, with its reason code
         decoded = decode_stored_inputs(received)
-        inputs = decoded.envelope
-        prompt_spec, evidence = inputs.prompt_spec, inputs.evidence_bundle
     except (ValueError, ValidationError) as exc:  # EnvelopeError is a ValueError
         return replace(failed, error=f"stored inputs cannot be replayed: {exc}".splitlines()[0])
     try:
-        result = run_pipeline(prompt_spec, evidence, auditor=_AUDITOR, judge=_JUDGE)
+        result = _pipeline(decoded)
         draft = submission_draft(decoded, result, None)  # the consumer's own draft builder
     except Exception as exc:  # the engine refusing stored inputs is a finding, not a crash
         return replace(failed, error=f"the engine failed on the stored inputs: {type(exc).__name__}: {exc}")

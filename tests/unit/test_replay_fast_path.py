@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine.envelope import ENVELOPE_SCHEMA_ID, ENVELOPE_SCHEMA_VERSION, decode_envelope
 from engine.pipeline import run_pipeline
 from ledger.replay.runner import _identical_fast, replay_case
@@ -86,3 +88,38 @@ def test_a_missing_payload_is_an_error_as_before() -> None:
     outcome = replay_case(missing)
     assert outcome.status == "error"
     assert outcome.error == "stored inputs cannot be replayed: no verdict.issued entry"
+
+
+def test_stored_inputs_holding_u0000_are_refused_with_the_consumers_reason() -> None:
+    clean = _case(json.loads(BUNDLE.read_text()))
+    received = json.loads(clean.received or "")
+    received["prompt_spec"]["market"]["question"] += "\x00"
+    text = canonical_text(received)
+    assert "\\u0000" in text  # the escape the decoder's pre-check looks for in the stored bytes
+    case = ReplayCase(**{**clean.__dict__, "received": text})
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "error"
+    assert (outcome.error or "").startswith("stored inputs cannot be replayed: unstorable_text: ")
+    assert (outcome.error or "").endswith("at $.prompt_spec.market.question")
+
+
+@pytest.mark.parametrize(
+    ("member", "field", "expected"),
+    [
+        ("prompt_spec", "question", "received.prompt_spec_hash"),
+        ("evidence_bundle", "plan_id", "submission.received payload"),  # under inputs_hash only
+    ],
+)
+def test_a_stored_input_changed_behind_its_hashes_diverges(member: str, field: str, expected: str) -> None:
+    """Replay's prompt-spec bytes (and input hash) come from the stored inputs it decoded, so a
+    stored spec or bundle changed without its hashes is a difference, not an echo of the stored text."""
+    clean = _case(json.loads(BUNDLE.read_text()))
+    received = json.loads(clean.received or "")
+    target = received[member]["market"] if field == "question" else received[member]
+    target[field] = f"{target.get(field)} (changed)"
+    case = ReplayCase(**{**clean.__dict__, "received": canonical_text(received)})
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "diverged"
+    assert expected in outcome.differing

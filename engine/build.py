@@ -34,6 +34,7 @@ COMPILED_MODULES = (
     "engine/commitments.py",
     "engine/jsonio.py",
     "engine/auditor/agent.py",
+    "engine/auditor/record.py",
     "engine/auditor/analysis.py",
     "engine/auditor/report.py",
     "engine/auditor/trace_builder.py",

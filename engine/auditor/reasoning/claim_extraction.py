@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, ClassVar, Final
 
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.patterns import ExtractionSpec, Pattern, extraction_spec
@@ -39,6 +39,7 @@ from engine.auditor.reasoning.values import (
     parse_time,
     split_path,
 )
+from engine.auditor.record import Record
 from engine.canonical import dumps_canonical
 from engine.jsonio import StrictJSONError, loads_strict
 from engine.schemas import DataRequirement, EvidenceBundle, EvidenceItem, PromptSpec
@@ -84,20 +85,46 @@ def make_claim_id(evidence_id: str, path: str, value: Any) -> str:
     return "cl_" + hashlib.sha256(preimage).hexdigest()[:12]
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One value read from one evidence item; ``key`` is its semantic key (field or pattern name)."""
+class Claim(Record):
+    """One value read from one evidence item; ``key`` is its semantic key (field or pattern name).
 
-    claim_id: str
-    kind: str
-    key: str
-    path: str
-    value: Any
-    evidence_id: str
-    requirement_id: str
-    confidence: float
-    rank: int
-    """Declaration order of the key (lower first); used to pick an item's value and time."""
+    ``rank`` is the declaration order of the key (lower first); used to pick an item's value and time.
+    """
+
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "claim_id",
+        "kind",
+        "key",
+        "path",
+        "value",
+        "evidence_id",
+        "requirement_id",
+        "confidence",
+        "rank",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        claim_id: str,
+        kind: str,
+        key: str,
+        path: str,
+        value: Any,
+        evidence_id: str,
+        requirement_id: str,
+        confidence: float,
+        rank: int,
+    ) -> None:
+        self.claim_id: Final = claim_id
+        self.kind: Final = kind
+        self.key: Final = key
+        self.path: Final = path
+        self.value: Final = value
+        self.evidence_id: Final = evidence_id
+        self.requirement_id: Final = requirement_id
+        self.confidence: Final = confidence
+        self.rank: Final = rank
 
     def to_output(self) -> dict[str, Any]:
         """The claim as committed inside an extract step."""
@@ -111,19 +138,43 @@ class Claim:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ItemClaims:
+class ItemClaims(Record):
     """What extraction found in one evidence item (bundle position ``index``)."""
 
-    index: int
-    evidence_id: str
-    requirement_id: str
-    method: str
-    claims: tuple[Claim, ...]
-    value_key: str | None
-    observed_at: datetime | None
-    observed_from: str | None
-    notes: tuple[str, ...]
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "index",
+        "evidence_id",
+        "requirement_id",
+        "method",
+        "claims",
+        "value_key",
+        "observed_at",
+        "observed_from",
+        "notes",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        index: int,
+        evidence_id: str,
+        requirement_id: str,
+        method: str,
+        claims: tuple[Claim, ...],
+        value_key: str | None,
+        observed_at: datetime | None,
+        observed_from: str | None,
+        notes: tuple[str, ...],
+    ) -> None:
+        self.index: Final = index
+        self.evidence_id: Final = evidence_id
+        self.requirement_id: Final = requirement_id
+        self.method: Final = method
+        self.claims: Final = claims
+        self.value_key: Final = value_key
+        self.observed_at: Final = observed_at
+        self.observed_from: Final = observed_from
+        self.notes: Final = notes
 
     def value_claim(self) -> Claim | None:
         """The claim that carries the item's value for the event, if any."""

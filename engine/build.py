@@ -42,6 +42,7 @@ COMPILED_MODULES = (
     "engine/auditor/verification/logic_sanity.py",
     "engine/auditor/verification/trace_policy.py",
     "engine/auditor/reasoning/claim_extraction.py",
+    "engine/auditor/reasoning/claims.py",
     "engine/auditor/reasoning/contradiction_checks.py",
     "engine/auditor/reasoning/patterns.py",
     "engine/auditor/reasoning/regex_guard.py",

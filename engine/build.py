@@ -9,8 +9,8 @@ every extension this step made; ``--check`` fails when an extension is older tha
 stale build would otherwise shadow an edit).
 
 The list holds modules whose behaviour mypyc keeps: Pydantic models (``engine.schemas``) stay
-interpreted, and so do ``engine.merkle.cournot`` (mypyc's native ints would skip its explicit
-``bool`` refusal on an ``int`` parameter) and ``engine.auditor.config`` (a native ``float`` field
+interpreted (only ``engine.schemas.trusted``, which builds models and defines none, is compiled),
+and so do ``engine.merkle.cournot`` (mypyc's native ints would skip its explicit ``bool`` refusal on an ``int`` parameter) and ``engine.auditor.config`` (a native ``float`` field
 would store ``AuditConfig(numeric_tolerance=0)`` as ``0.0``, and the value is committed). mypyc and a C compiler are needed only here (mypy,
 which ships mypyc, is in the ``test`` extra).
 """
@@ -33,13 +33,16 @@ COMPILED_MODULES = (
     "engine/canonical.py",
     "engine/commitments.py",
     "engine/jsonio.py",
+    "engine/schemas/trusted.py",
     "engine/auditor/agent.py",
+    "engine/auditor/record.py",
     "engine/auditor/analysis.py",
     "engine/auditor/report.py",
     "engine/auditor/trace_builder.py",
     "engine/auditor/verification/logic_sanity.py",
     "engine/auditor/verification/trace_policy.py",
     "engine/auditor/reasoning/claim_extraction.py",
+    "engine/auditor/reasoning/claims.py",
     "engine/auditor/reasoning/contradiction_checks.py",
     "engine/auditor/reasoning/patterns.py",
     "engine/auditor/reasoning/regex_guard.py",

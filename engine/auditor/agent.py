@@ -28,7 +28,7 @@ from engine.schemas import (
     TracePolicy,
     VerificationResult,
 )
-from engine.schemas.common import trusted
+from engine.schemas.trusted import trusted
 
 __all__ = ["AuditOutcome", "AuditorAgent", "trace_id_for"]
 

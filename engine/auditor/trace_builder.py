@@ -34,7 +34,7 @@ from engine.schemas import (
     ReasoningStep,
     StepType,
 )
-from engine.schemas.common import trusted_step
+from engine.schemas.trusted import trusted_step
 
 __all__ = ["BuiltSteps", "build_steps", "build_steps_checked", "build_steps_committed", "plan_chunks"]
 

@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.schemas.common import StrictModel, trusted_check
+from engine.schemas.common import StrictModel
 from engine.schemas.errors import CournotError
+from engine.schemas.trusted import trusted_check
 
 Severity = Literal["info", "warn", "error"]
 ChallengeKind = Literal["evidence_leaf", "reasoning_leaf", "verdict_hash", "por_bundle", "provenance_tier"]
@@ -22,34 +23,23 @@ class CheckResult(StrictModel):
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
 
-    @classmethod
-    def _make(
-        cls, check_id: str, ok: bool, severity: Severity, message: str, details: dict[str, Any] | None
-    ) -> CheckResult:
-        """Engine-built checks skip re-validation when every value already has its declared type."""
-        if (
-            type(check_id) is str
-            and check_id
-            and type(message) is str
-            and (details is None or type(details) is dict)
-        ):
-            return trusted_check(cls, check_id, ok, severity, message, dict(details) if details else {})
-        return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
+    # Engine-built checks skip re-validation when every value already has its declared type
+    # (``trusted_check``); anything else is validated.
 
     @classmethod
     def passed(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
         """A passing check (severity info)."""
-        return cls._make(check_id, True, "info", message, details)
+        return trusted_check(cls, check_id, True, "info", message, details)
 
     @classmethod
     def warning(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
         """A passing check that deserves attention (severity warn)."""
-        return cls._make(check_id, True, "warn", message, details)
+        return trusted_check(cls, check_id, True, "warn", message, details)
 
     @classmethod
     def failed(cls, check_id: str, message: str, details: dict[str, Any] | None = None) -> CheckResult:
         """A failing check (severity error)."""
-        return cls._make(check_id, False, "error", message, details)
+        return trusted_check(cls, check_id, False, "error", message, details)
 
 
 class ChallengeRef(StrictModel):

@@ -25,7 +25,7 @@ from engine.schemas import (
     TracePolicy,
     VerificationResult,
 )
-from engine.schemas.common import trusted
+from engine.schemas.trusted import trusted
 from tests.golden.regenerate import CORPUS_DIR
 
 STEP = {
@@ -157,7 +157,7 @@ def test_trusted_construction_refuses_missing_required_fields() -> None:
 
 
 def test_trusted_step_equals_validated_step() -> None:
-    from engine.schemas.common import trusted_step
+    from engine.schemas.trusted import trusted_step
 
     values = {key: value for key, value in STEP.items() if key != "type"}
     built = trusted_step(ReasoningStep, step_type="map", **values)

@@ -14,7 +14,7 @@ from engine.auditor.reasoning.claim_extraction import ClaimExtractor
 from engine.auditor.trace_builder import _Steps, build_steps_checked
 from engine.auditor.verification.logic_sanity import LogicSanityChecker
 from engine.schemas import EvidenceBundle, PromptSpec, ReasoningTrace, TracePolicy
-from engine.schemas.common import trusted
+from engine.schemas.trusted import trusted
 from tests.golden.regenerate import CORPUS_DIR
 
 

@@ -27,6 +27,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from engine.auditor.config import AuditConfig
+from engine.auditor.reasoning.claims import Claim, ItemClaims
 from engine.auditor.reasoning.patterns import ExtractionSpec, Pattern, extraction_spec
 from engine.auditor.reasoning.semantics import parse_quantity
 from engine.auditor.reasoning.values import (
@@ -82,67 +83,6 @@ def make_claim_id(evidence_id: str, path: str, value: Any) -> str:
     """``cl_`` + the first 12 hex characters of ``sha256(evidence_id|path|canonical(value))``."""
     preimage = f"{evidence_id}|{path}|{_canonical_scalar(value)}".encode()
     return "cl_" + hashlib.sha256(preimage).hexdigest()[:12]
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One value read from one evidence item; ``key`` is its semantic key (field or pattern name)."""
-
-    claim_id: str
-    kind: str
-    key: str
-    path: str
-    value: Any
-    evidence_id: str
-    requirement_id: str
-    confidence: float
-    rank: int
-    """Declaration order of the key (lower first); used to pick an item's value and time."""
-
-    def to_output(self) -> dict[str, Any]:
-        """The claim as committed inside an extract step."""
-        return {
-            "claim_id": self.claim_id,
-            "confidence": self.confidence,
-            "key": self.key,
-            "kind": self.kind,
-            "path": self.path,
-            "value": self.value,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ItemClaims:
-    """What extraction found in one evidence item (bundle position ``index``)."""
-
-    index: int
-    evidence_id: str
-    requirement_id: str
-    method: str
-    claims: tuple[Claim, ...]
-    value_key: str | None
-    observed_at: datetime | None
-    observed_from: str | None
-    notes: tuple[str, ...]
-
-    def value_claim(self) -> Claim | None:
-        """The claim that carries the item's value for the event, if any."""
-        for claim in self.claims:
-            if claim.key == self.value_key and claim.kind != "timestamp":
-                return claim
-        return None
-
-    def to_output(self) -> dict[str, Any]:
-        """The item's extraction as committed inside an extract step."""
-        return {
-            "claims": [claim.to_output() for claim in self.claims],
-            "evidence_id": self.evidence_id,
-            "method": self.method,
-            "notes": list(self.notes),
-            "observed_at": format_time(self.observed_at) if self.observed_at else None,
-            "observed_at_source": self.observed_from,
-            "value_claim_id": claim.claim_id if (claim := self.value_claim()) else None,
-        }
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 from engine.auditor.reasoning.claim_extraction import Claim
 from engine.auditor.reasoning.values import epoch_micros
+from engine.auditor.record import Record
 from engine.schemas import DataRequirement, SelectionPolicy
 
 __all__ = ["Candidate", "Selection", "order_candidates", "select"]
@@ -30,16 +31,27 @@ __all__ = ["Candidate", "Selection", "order_candidates", "select"]
 DEFAULT_POLICY = SelectionPolicy(strategy="single_best")
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(Record):
     """A usable evidence item of a requirement with the claim that carries its value."""
 
-    index: int
-    evidence_id: str
-    source_id: str
-    tier: int
-    claim: Claim
-    observed_at: datetime | None
+    FIELDS: ClassVar[tuple[str, ...]] = ("index", "evidence_id", "source_id", "tier", "claim", "observed_at")
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        index: int,
+        evidence_id: str,
+        source_id: str,
+        tier: int,
+        claim: Claim,
+        observed_at: datetime | None,
+    ) -> None:
+        self.index: Final = index
+        self.evidence_id: Final = evidence_id
+        self.source_id: Final = source_id
+        self.tier: Final = tier
+        self.claim: Final = claim
+        self.observed_at: Final = observed_at
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar, Final
 
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimSet, ItemClaims
 from engine.auditor.reasoning.semantics import EventSpec, derive_event_spec
 from engine.auditor.reasoning.values import format_time, is_finite_number
+from engine.auditor.record import Record
 from engine.schemas import CheckResult, DataRequirement, EvidenceBundle, EvidenceItem, PromptSpec
 
 __all__ = [
@@ -35,18 +36,40 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class ItemAssessment:
+class ItemAssessment(Record):
     """Whether one evidence item may be used, and why not."""
 
-    index: int
-    evidence_id: str
-    requirement_id: str
-    source_id: str
-    tier: int
-    eligible: bool
-    reason: str | None
-    time_status: str
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "index",
+        "evidence_id",
+        "requirement_id",
+        "source_id",
+        "tier",
+        "eligible",
+        "reason",
+        "time_status",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        index: int,
+        evidence_id: str,
+        requirement_id: str,
+        source_id: str,
+        tier: int,
+        eligible: bool,
+        reason: str | None,
+        time_status: str,
+    ) -> None:
+        self.index: Final = index
+        self.evidence_id: Final = evidence_id
+        self.requirement_id: Final = requirement_id
+        self.source_id: Final = source_id
+        self.tier: Final = tier
+        self.eligible: Final = eligible
+        self.reason: Final = reason
+        self.time_status: Final = time_status
 
     def to_output(self) -> dict[str, Any]:
         """The assessment as committed inside a check step."""

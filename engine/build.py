@@ -1,12 +1,14 @@
-"""Optional mypyc compilation of the engine's hot pure modules, in place (``make compile``).
+"""mypyc compilation of the engine's hot pure modules, in place (``make install``, ``make compile``).
 
 ``python -m engine.build`` compiles :data:`COMPILED_MODULES` with mypyc into extension modules
 next to their sources (one shared library, ``engine/_compiled__mypyc``, plus one small shim per
-module); Python's import system then prefers the extension over the ``.py`` file. Nothing else
-changes: the pure-Python sources stay the reference, and are what runs whenever no extension is
-present (a plain ``pip install``, ``make test``, CI). ``python -m engine.build --clean`` removes
-every extension this step made; ``--check`` fails when an extension is older than its source (a
-stale build would otherwise shadow an edit).
+module); :mod:`engine.loader` then imports the extension instead of the ``.py`` file. ``make
+install`` runs it with ``--if-possible``: compiled where mypyc and a C compiler are present, the
+pure engine elsewhere (a wheel from ``pip install`` is pure too). The pure sources stay the
+reference and give the same bytes (the goldens are checked both ways); ``LEDGER_ENGINE=pure``
+runs them beside a build. ``--clean`` removes every extension this step made; ``--check`` fails
+when an extension is older than its source (the loader also refuses to import one: a stale build
+would otherwise shadow an edit).
 
 The list holds modules whose behaviour mypyc keeps: Pydantic models (``engine.schemas``) stay
 interpreted (only ``engine.schemas.trusted``, which builds models and defines none, is compiled),
@@ -19,11 +21,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
-__all__ = ["COMPILED_MODULES", "GROUP", "clean", "compiled_files", "main", "stale_modules"]
+__all__ = [
+    "COMPILED_MODULES",
+    "GROUP",
+    "clean",
+    "compiled_files",
+    "main",
+    "missing_toolchain",
+    "stale_modules",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP = "engine._compiled"
@@ -79,6 +91,24 @@ def clean(root: Path = ROOT) -> list[Path]:
     return removed
 
 
+def missing_toolchain() -> str | None:
+    """Why this interpreter cannot compile the engine, or ``None`` when it can."""
+    try:
+        import mypyc.build  # noqa: F401
+        import setuptools  # noqa: F401
+    except ImportError as exc:  # Python 3.12+ virtualenvs come without setuptools
+        return f"{exc.name} is not installed (pip install mypy setuptools)"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler ({compiler}) on the PATH"
+    if (
+        not sysconfig.get_paths().get("include")
+        or not Path(sysconfig.get_paths()["include"], "Python.h").is_file()
+    ):
+        return "the Python headers (Python.h) are not installed"
+    return None
+
+
 def build(root: Path = ROOT) -> None:
     """Compile :data:`COMPILED_MODULES` in place (needs mypyc, setuptools and a C compiler)."""
     from mypyc.build import mypycify
@@ -105,13 +135,18 @@ def build(root: Path = ROOT) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m engine.build [--clean | --check]``."""
+    """``python -m engine.build [--clean | --check | --if-possible]``."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--clean", action="store_true", help="remove the compiled extension modules")
     action.add_argument("--check", action="store_true", help="fail when a compiled module is stale")
+    action.add_argument(
+        "--if-possible",
+        action="store_true",
+        help="compile when mypyc and a C compiler are present, else keep the pure engine (exit 0)",
+    )
     args = parser.parse_args(argv)
     if args.clean:
         removed = clean()
@@ -126,11 +161,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{len(compiled_files())} compiled file(s), none stale")
         return 0
-    try:
-        import mypyc.build  # noqa: F401
-        import setuptools  # noqa: F401
-    except ImportError as exc:  # Python 3.12+ virtualenvs come without setuptools
-        print(f"cannot compile: {exc.name} is not installed (pip install mypy setuptools)")
+    missing = missing_toolchain()
+    if missing is not None:
+        if args.if_possible:
+            # The pure engine is the reference and gives the same bytes; only speed is lost.
+            print(f"engine: pure Python ({missing}; `make compile` once it is there)")
+            return 0
+        print(f"cannot compile: {missing}")
         return 2
     os.chdir(ROOT)  # mypyc names modules from paths relative to the repository root
     build()

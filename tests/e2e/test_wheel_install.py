@@ -54,7 +54,9 @@ def clean_env(state_dir: Path) -> dict[str, str]:
 def build_wheel(out: Path, env: dict[str, str]) -> Path:
     """``pip wheel . --no-deps`` of a copy of the checkout (no build products left in the tree)."""
     source = out / "source"
-    ignore = shutil.ignore_patterns(".git", ".venv", ".ledger", "__pycache__", "*.egg-info", "build", "dist")
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", ".ledger", "__pycache__", "*.egg-info", "build", "dist", "*.so", "*.pyd"
+    )
     shutil.copytree(ROOT, source, ignore=ignore)
     ok(
         run(
@@ -65,6 +67,7 @@ def build_wheel(out: Path, env: dict[str, str]) -> Path:
         )
     )
     [wheel] = out.glob("verification_ledger-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), f"the wheel must be pure Python: {wheel.name}"
     return wheel
 
 
@@ -128,7 +131,12 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(scratch: 
     site = Path(
         ok(
             run(
-                [str(venv / "bin" / "python"), "-c", "import devstack; print(devstack.__file__)"],
+                [
+                    str(venv / "bin" / "python"),
+                    "-c",
+                    "import devstack, engine.loader, engine.pipeline; "
+                    "assert engine.loader.active_build() == 'pure'; print(devstack.__file__)",
+                ],
                 cwd=work,
                 env=env,
             )

@@ -1,0 +1,102 @@
+"""Which engine runs: the mypyc-compiled extension modules or the pure-Python sources.
+
+``make install`` compiles the engine's hot modules in place when a C compiler is present
+(:mod:`engine.build`); a wheel holds the pure sources only. Both give the same bytes (the goldens
+are checked both ways). ``LEDGER_ENGINE`` chooses at import time:
+
+- ``auto`` (default): the compiled modules where present, the sources elsewhere;
+- ``pure``: always the sources, even beside a compiled build (to compare, or to rule the build out);
+- ``compiled``: refuse to import an engine module that has a source but no compiled build.
+
+A compiled module older than its source is never imported: it would silently run code the source
+no longer says, so the import fails with the command that fixes it. :func:`install` puts the finder
+that enforces this first on ``sys.meta_path``; ``engine/__init__.py`` calls it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+__all__ = ["ENGINE_ENV", "EngineBuildError", "active_build", "engine_mode", "install"]
+
+ENGINE_ENV = "LEDGER_ENGINE"
+_MODES = ("auto", "pure", "compiled")
+_EXTENSION_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+
+
+class EngineBuildError(ImportError):
+    """The engine build on disk cannot be used as asked (stale, missing, or a bad mode)."""
+
+
+def engine_mode() -> str:
+    """The mode ``LEDGER_ENGINE`` asks for (``auto`` when unset); any other value is refused."""
+    mode = os.environ.get(ENGINE_ENV, "").strip().lower() or "auto"
+    if mode not in _MODES:
+        raise EngineBuildError(f"{ENGINE_ENV}={mode!r}: expected one of {', '.join(_MODES)}")
+    return mode
+
+
+def _source_beside(extension: str, fullname: str) -> Path:
+    return Path(extension).parent / (fullname.rpartition(".")[2] + ".py")
+
+
+class _EngineFinder(importlib.abc.MetaPathFinder):
+    """Resolves ``engine.*`` modules, choosing between a compiled build and its source."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.required = _compiled_module_names() if mode == "compiled" else frozenset()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith("engine.") or fullname.startswith("engine._compiled"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.origin is None:
+            return spec
+        if not spec.origin.endswith(_EXTENSION_SUFFIXES):
+            if fullname in self.required:
+                raise EngineBuildError(
+                    f"{fullname}: {ENGINE_ENV}=compiled but there is no compiled build; run `make compile`"
+                )
+            return spec
+        source = _source_beside(spec.origin, fullname)
+        if not source.is_file():
+            return spec
+        if self.mode == "pure":
+            return importlib.util.spec_from_file_location(fullname, source)
+        if Path(spec.origin).stat().st_mtime < source.stat().st_mtime:
+            raise EngineBuildError(
+                f"{fullname}: the compiled build is older than {source.name}; run `make compile` "
+                f"(or `make clean-compiled` for the pure engine, or set {ENGINE_ENV}=pure)"
+            )
+        return spec
+
+
+def _compiled_module_names() -> frozenset[str]:
+    from engine.build import COMPILED_MODULES  # imported before the finder is installed
+
+    return frozenset(source.removesuffix(".py").replace("/", ".") for source in COMPILED_MODULES)
+
+
+def install() -> None:
+    """Put the engine finder first on ``sys.meta_path`` (once per process)."""
+    if any(isinstance(finder, _EngineFinder) for finder in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _EngineFinder(engine_mode()))
+
+
+def active_build() -> Literal["compiled", "pure"]:
+    """``compiled`` when the engine's canonical encoder runs from a mypyc build, else ``pure``."""
+    from engine import canonical
+
+    return "compiled" if str(canonical.__file__).endswith(_EXTENSION_SUFFIXES) else "pure"

@@ -8,8 +8,9 @@ are checked both ways). ``LEDGER_ENGINE`` chooses at import time:
 - ``pure``: always the sources, even beside a compiled build (to compare, or to rule the build out);
 - ``compiled``: refuse to import an engine module that has a source but no compiled build.
 
-A compiled module older than its source is never imported: it would silently run code the source
-no longer says, so the import fails with the command that fixes it. :func:`install` puts the finder
+In a source checkout, a compiled module older than its source is never imported: it would silently
+run code the source no longer says, so the import fails with the command that fixes it. (An
+installed wheel ships its build with its sources; installers do not keep their file times.) :func:`install` puts the finder
 that enforces this first on ``sys.meta_path``; ``engine/__init__.py`` calls it.
 """
 
@@ -54,6 +55,9 @@ class _EngineFinder(importlib.abc.MetaPathFinder):
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.required = _compiled_module_names() if mode == "compiled" else frozenset()
+        # Only a source checkout (pyproject.toml beside the package) builds in place; an installed
+        # wheel's file times are whatever the installer set, and its build came with its sources.
+        self.checkout = (Path(__file__).resolve().parent.parent / "pyproject.toml").is_file()
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -74,7 +78,7 @@ class _EngineFinder(importlib.abc.MetaPathFinder):
             return spec
         if self.mode == "pure":
             return importlib.util.spec_from_file_location(fullname, source)
-        if Path(spec.origin).stat().st_mtime < source.stat().st_mtime:
+        if self.checkout and Path(spec.origin).stat().st_mtime < source.stat().st_mtime:
             raise EngineBuildError(
                 f"{fullname}: the compiled build is older than {source.name}; run `make compile` "
                 f"(or `make clean-compiled` for the pure engine, or set {ENGINE_ENV}=pure)"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT = 600
@@ -51,8 +51,11 @@ def clean_env(state_dir: Path) -> dict[str, str]:
     return env
 
 
-def build_wheel(out: Path, env: dict[str, str]) -> Path:
-    """``pip wheel . --no-deps`` of a copy of the checkout (no build products left in the tree)."""
+def build_wheel(out: Path, env: dict[str, str], *, compiled: bool = False) -> Path:
+    """``pip wheel . --no-deps`` of a copy of the checkout (no build products left in the tree);
+    with ``compiled``, ``LEDGER_MYPYC=1``: the engine's hot modules built with mypyc."""
+    if compiled:
+        env = {**env, "LEDGER_MYPYC": "1"}
     source = out / "source"
     ignore = shutil.ignore_patterns(
         ".git", ".venv", ".ledger", "__pycache__", "*.egg-info", "build", "dist", "*.so", "*.pyd"
@@ -67,7 +70,11 @@ def build_wheel(out: Path, env: dict[str, str]) -> Path:
         )
     )
     [wheel] = out.glob("verification_ledger-*.whl")
-    assert wheel.name.endswith("-py3-none-any.whl"), f"the wheel must be pure Python: {wheel.name}"
+    if compiled:
+        assert not wheel.name.endswith("-none-any.whl"), f"a compiled wheel is a platform wheel: {wheel.name}"
+        assert any(name.endswith(".so") for name in zipfile.ZipFile(wheel).namelist())
+    else:
+        assert wheel.name.endswith("-py3-none-any.whl"), f"the wheel must be pure Python: {wheel.name}"
     return wheel
 
 
@@ -170,3 +177,20 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(scratch: 
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "All " in demo.stdout and "checks passed" in demo.stdout
     print(f"wheel, venv and installs {installed - started:.0f}s, demo {time.monotonic() - installed:.0f}s")
+
+    # LEDGER_MYPYC=1 pip wheel: the compiled wheel runs the compiled engine and gives the same bytes
+    pure_audit = ok(run([ledger, "audit", str(sample)], cwd=work, env=env)).stdout
+    compiled = build_wheel(tmp_path / "dist-compiled", env, compiled=True)
+    ok(
+        run(
+            [*pip, "--no-deps", "--force-reinstall", str(compiled)],
+            cwd=work,
+            env=env,
+            timeout=INSTALL_TIMEOUT,
+        )
+    )
+    probe = "import engine.loader; print(engine.loader.active_build())"
+    assert (
+        ok(run([str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env)).stdout.strip() == "compiled"
+    )
+    assert ok(run([ledger, "audit", str(sample)], cwd=work, env=env)).stdout == pure_audit

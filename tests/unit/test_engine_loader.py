@@ -29,6 +29,7 @@ def _engine_copy(tmp_path: Path) -> Path:
             "__pycache__", *(f"*{s}" for s in importlib.machinery.EXTENSION_SUFFIXES)
         ),
     )
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")  # a source checkout
     return tmp_path
 
 

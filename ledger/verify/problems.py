@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,13 +20,14 @@ __all__ = [
     "Problem",
     "cournot_root_hex",
     "is_hex32",
+    "orjson_is_canonical",
     "parse_canonical",
     "quote",
     "sha256_hex",
     "top_level_value",
 ]
 
-_HEX = frozenset("0123456789abcdef")
+_HEX32 = re.compile(r"0x[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Problem:
 
 def is_hex32(value: Any) -> bool:
     """``0x`` + 64 lowercase hex digits."""
-    return isinstance(value, str) and len(value) == 66 and value[:2] == "0x" and set(value[2:]) <= _HEX
+    return isinstance(value, str) and _HEX32.fullmatch(value) is not None
 
 
 MISSING = object()
@@ -126,6 +128,16 @@ def _pieces(value: Any, serialise: Callable[[Any], bytes]) -> dict[str, Any]:
 
 def _sorted_orjson(value: Any) -> bytes:
     return orjson.dumps(value, option=_SORTED)
+
+
+def orjson_is_canonical(value: Any, data: bytes, text: str) -> bool:
+    """Is ``data`` (``text`` encoded) the canonical form of ``value``, orjson's parse of it? True
+    only when orjson's sorted output is ``data`` byte for byte and holds nothing its fast canonical
+    form could get wrong (False: undecided, the caller's general path decides)."""
+    try:
+        return _sorted_orjson(value) == data and _plain_orjson_is_canonical(text)
+    except orjson.JSONEncodeError:
+        return False
 
 
 def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[str, Any]]:

@@ -230,8 +230,7 @@ def run_verify(
         proven = ProvenLeaves()
         for result in pages:
             if translog:
-                for global_seq, entry_hash in result.verified:
-                    proven.add(global_seq, entry_hash)
+                proven.add_many(result.verified)
             report.submissions += result.submissions
             report.steps += result.steps
             for problem in result.problems:

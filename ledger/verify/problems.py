@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -166,5 +167,14 @@ def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[
 
 
 def cournot_root_hex(hex_leaves: list[str]) -> str:
-    """Cournot Merkle root (duplicate-last padding) over ``0x`` hex leaves."""
-    return to_hex(cournot_root([bytes.fromhex(value[2:]) for value in hex_leaves]))
+    """Cournot Merkle root (duplicate-last padding) over ``0x`` hex leaves: the same root as
+    :func:`engine.merkle.cournot_root`, which decides anything but 32-byte leaves (and raises)."""
+    level = [bytes.fromhex(value[2:]) for value in hex_leaves]
+    if not level or any(len(leaf) != 32 for leaf in level):
+        return to_hex(cournot_root(level))
+    sha256 = hashlib.sha256
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append(level[-1])
+        level = [sha256(level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return "0x" + level[0].hex()

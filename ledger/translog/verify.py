@@ -37,8 +37,8 @@ from ledger.translog.db import Database, run_dicts
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
 from ledger.translog.leaves import EntryCheckError, ProvenLeaves, check_stored_entry, entry_leaf_hash
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
-from ledger.translog.tiles import TILE_HEIGHT, misplaced_tiles
-from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, fetch_nodes, node_key, read_entries, tree_size
+from ledger.translog.tiles import TILE_HEIGHT, fetch_tiles, misplaced_tiles
+from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, node_key, read_entries, tree_size
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
 
@@ -159,6 +159,19 @@ def _collect_targets(
 
 _Node = tuple[int, str, tuple[int, int], bytes]  # (global_seq, submission, (level, idx), hash)
 TILE_WIDTH = 1 << TILE_HEIGHT
+HASH_SIZE = 32
+
+
+@dataclass(frozen=True)
+class _TileLeaves:
+    """A whole aligned tile of recomputed leaves, compared with the stored tile at once (the
+    per-leaf comparison runs only when the two differ)."""
+
+    leaves: list[tuple[int, str, bytes]]
+
+    def nodes(self) -> list[_Node]:
+        """The tile's leaves as nodes (what a per-leaf comparison checks)."""
+        return [(seq, submission, (0, seq - 1), leaf) for seq, submission, leaf in self.leaves]
 
 
 class _Scan:
@@ -197,7 +210,7 @@ class _Scan:
             self.report(LogProblem(mismatch.code, message, seq, submission))
         return seq, submission, leaf
 
-    def append_tile(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node]) -> None:
+    def append_tile(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node | _TileLeaves]) -> None:
         """Append a whole aligned tile of leaves: its root is appended to the frontier scaled by a tile
         (a frontier whose size is a multiple of 256 holds only subtrees of 256 leaves or more)."""
         start = self.frontier.size
@@ -206,14 +219,16 @@ class _Scan:
         scaled, subtrees = scaled.append_with_subtrees(root)
         self.frontier = Frontier(start + TILE_WIDTH, scaled.subtree_roots)
         if start + TILE_WIDTH <= self.stored_size:
-            completed.extend((seq, submission, (0, seq - 1), leaf) for seq, submission, leaf in leaves)
+            completed.append(_TileLeaves(leaves))
             seq, submission, _ = leaves[-1]
             for subtree in subtrees:
                 key = node_key(subtree.start << TILE_HEIGHT, subtree.end << TILE_HEIGHT)
                 if key[0] % TILE_HEIGHT == 0:
                     completed.append((seq, submission, key, subtree.hash))
 
-    def append_leaf(self, seq: int, submission: str, leaf: bytes, completed: list[_Node]) -> None:
+    def append_leaf(
+        self, seq: int, submission: str, leaf: bytes, completed: list[_Node | _TileLeaves]
+    ) -> None:
         """Append one leaf, noting the stored nodes it completes."""
         self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
         if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
@@ -224,11 +239,11 @@ class _Scan:
 
     def batch(self, connection: Database, rows: list[dict[str, Any]]) -> None:
         """Append a batch of consecutive entries and compare the stored nodes they complete."""
-        completed: list[_Node] = []
+        completed: list[_Node | _TileLeaves] = []
         self.append(list(map(self.leaf, rows)), completed)
         self.compare(connection, completed)
 
-    def append(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node]) -> None:
+    def append(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node | _TileLeaves]) -> None:
         """Append consecutive leaves, whole aligned tiles at once, noting the stored nodes completed."""
         position = 0
         while position < len(leaves):
@@ -241,12 +256,26 @@ class _Scan:
                 self.append_leaf(*leaves[position], completed)
                 position += 1
 
-    def compare(self, connection: Database, completed: list[_Node]) -> None:
+    def compare(self, connection: Database, completed: list[_Node | _TileLeaves]) -> None:
         """Compare the completed nodes with the stored tiles; report leaves and nodes that differ."""
-        stored = fetch_nodes(connection, [key for _, _, key, _ in completed])
+        spans = [
+            (0, item.leaves[0][0] - 1, TILE_WIDTH)
+            if isinstance(item, _TileLeaves)
+            else (item[2][0] // TILE_HEIGHT, item[2][1], 1)  # only tile levels are noted (append_*)
+            for item in completed
+        ]
+        stored = fetch_tiles(connection, spans)
+        nodes: list[_Node] = []
+        for item in completed:
+            if not isinstance(item, _TileLeaves):
+                nodes.append(item)
+            elif stored.raw(0, item.leaves[0][0] - 1, TILE_WIDTH) != b"".join(
+                leaf for _, _, leaf in item.leaves
+            ):
+                nodes.extend(item.nodes())  # compared leaf by leaf below, to name each one that differs
         leaf_bad: set[int] = set()
-        for seq, submission, key, value in completed:
-            found = stored.get(key)
+        for seq, submission, key, value in nodes:
+            found = stored.raw(key[0] // TILE_HEIGHT, key[1], 1)
             if found == value:
                 continue
             if key[0] == 0:

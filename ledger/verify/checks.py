@@ -18,16 +18,74 @@ broken step is pinpointed by leaf index with a proof in the recomputed reasoning
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from typing import Any
 
+import orjson
+
 from ledger.store.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
-from ledger.store.records import FOLLOW_UP_KINDS, LedgerEntry, StoredStep
-from ledger.verify.problems import MISSING, Problem, parse_canonical, quote, top_level_value
+from ledger.store.records import FOLLOW_UP_KINDS
+from ledger.verify.problems import (
+    MISSING,
+    Problem,
+    orjson_is_canonical,
+    parse_canonical,
+    quote,
+    top_level_value,
+)
 from ledger.verify.roots import RootChecks
-from ledger.verify.source import SubmissionGroup
+from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 
 __all__ = ["Problem", "check_submission"]
+
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')  # what a JSON string escapes (ledger.store.hashing's rule)
+
+
+def _where(entry: EntryRow) -> dict[str, Any]:
+    """Where an entry's problem is (built only when there is one)."""
+    return {"global_seq": entry.global_seq, "stream_seq": entry.stream_seq, "entry_kind": entry.kind}
+
+
+def _entry_hash(submission_id: str, entry: EntryRow, payload_hash: str) -> str:
+    """:func:`ledger.store.hashing.entry_hash` of the entry with ``payload_hash``: the same text,
+    built at once when no field needs a JSON escape (one test for the four text fields; the payload
+    hash is a recomputed hex digest), else by the ledger's function."""
+    seq, version, kind, prev = entry.stream_seq, entry.engine_version, entry.kind, entry.prev_hash
+    if type(seq) is not int or _NEEDS_ESCAPE.search(version + kind + prev + submission_id) is not None:
+        return entry_hash(submission_id, seq, kind, payload_hash, prev, version)
+    text = (
+        f'{{"engine_version":"{version}","kind":"{kind}","payload_hash":"{payload_hash}",'
+        f'"prev_hash":"{prev}","stream_id":"{submission_id}","stream_seq":{seq}}}'
+    )
+    return "0x" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _header_text(group: SubmissionGroup) -> tuple[str, dict[str, Any]] | None:
+    """The canonical text of the submission's header built around the stored ``input_hashes`` text,
+    when that text is already the canonical form of a JSON object and no other field needs a JSON
+    escape (then it equals ``canonical_text(submission_header(...))``), with the parsed input hashes;
+    else None."""
+    try:
+        data = group.input_hashes_canonical.encode("utf-8")
+        value = orjson.loads(data)
+    except (orjson.JSONDecodeError, UnicodeEncodeError):
+        return None
+    if not isinstance(value, dict) or not orjson_is_canonical(value, data, group.input_hashes_canonical):
+        return None
+    bundle, key, market, status = group.bundle_id, group.idempotency_key, group.market_id, group.status
+    fields = [key, status] + [text for text in (bundle, market) if text is not None]
+    if any(type(text) is not str for text in fields) or _NEEDS_ESCAPE.search("".join(fields)):
+        return None
+    text = (
+        "{"
+        + ("" if bundle is None else f'"bundle_id":"{bundle}",')
+        + f'"idempotency_key":"{key}","input_hashes":{group.input_hashes_canonical}'
+        + ("" if market is None else f',"market_id":"{market}"')
+        + f',"status":"{status}"}}'
+    )
+    return text, value
 
 
 class _Checker(RootChecks):
@@ -39,7 +97,7 @@ class _Checker(RootChecks):
         self.problems: list[Problem] = []
         self.payloads: dict[str, Any] = {}
         self.pieces: dict[str, Any] = {}
-        self.step_entries: dict[int, tuple[LedgerEntry, dict[str, Any]]] = {}
+        self.step_entries: dict[int, EntryRow] = {}
         self.market_id = group.market_id
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
@@ -57,7 +115,11 @@ class _Checker(RootChecks):
 
     def header(self) -> None:
         group = self.group
-        try:
+        fast = _header_text(group)
+        if fast is not None and text_sha256(fast[0]) == group.submission_id:
+            self.payloads["input_hashes"] = fast[1]
+            return
+        try:  # the general path decides anything else (and names what is wrong)
             input_hashes = json.loads(group.input_hashes_canonical)
             header = submission_header(
                 idempotency_key=group.idempotency_key,
@@ -81,25 +143,19 @@ class _Checker(RootChecks):
     def entries(self) -> None:
         group, previous = self.group, GENESIS_PREV_HASH
         for expected_seq, entry in enumerate(group.entries, start=1):
-            where = {"global_seq": entry.global_seq, "stream_seq": entry.stream_seq, "entry_kind": entry.kind}
             if entry.stream_seq != expected_seq:
                 self.report(
-                    "stream_seq_gap", f"stream_seq {expected_seq} expected, found {entry.stream_seq}", **where
+                    "stream_seq_gap",
+                    f"stream_seq {expected_seq} expected, found {entry.stream_seq}",
+                    **_where(entry),
                 )
-            self.entry(entry, previous, where)
+            self.entry(entry, previous)
             previous = entry.entry_hash
         self.structure()
 
-    def entry(self, entry: LedgerEntry, previous: str, where: dict[str, Any]) -> None:
+    def entry(self, entry: EntryRow, previous: str) -> None:
         recomputed_payload = text_sha256(entry.payload_canonical)
-        recomputed_entry = entry_hash(
-            self.group.submission_id,
-            entry.stream_seq,
-            entry.kind,
-            recomputed_payload,
-            entry.prev_hash,
-            entry.engine_version,
-        )
+        recomputed_entry = _entry_hash(self.group.submission_id, entry, recomputed_payload)
         if recomputed_payload == entry.payload_hash and recomputed_entry == entry.entry_hash:
             if self.verified is not None:  # the transparency log's leaf input, proven from the content
                 self.verified.append((entry.global_seq, recomputed_entry))
@@ -109,7 +165,7 @@ class _Checker(RootChecks):
                 "payload_hash_mismatch",
                 "the stored payload text does not hash to payload_hash",
                 details=details,
-                **where,
+                **_where(entry),
             )
         else:
             details = {"stored": entry.entry_hash, "recomputed": recomputed_entry}
@@ -117,12 +173,15 @@ class _Checker(RootChecks):
                 "entry_hash_mismatch",
                 "the entry's columns do not hash to its entry_hash",
                 details=details,
-                **where,
+                **_where(entry),
             )
         if entry.prev_hash != previous:
             details = {"prev_hash": entry.prev_hash, "expected": previous}
             self.report(
-                "chain_broken", "prev_hash is not the previous entry's entry_hash", details=details, **where
+                "chain_broken",
+                "prev_hash is not the previous entry's entry_hash",
+                details=details,
+                **_where(entry),
             )
         if entry.kind not in FOLLOW_UP_KINDS and entry.engine_version != self.group.engine_version:
             details = {"entry": entry.engine_version, "submission": self.group.engine_version}
@@ -130,23 +189,23 @@ class _Checker(RootChecks):
                 "engine_version_mismatch",
                 "entry and submission engine versions differ",
                 details=details,
-                **where,
+                **_where(entry),
             )
         if entry.kind == "trace.step":
-            self.step_entries[entry.global_seq] = (entry, where)  # compared with its row in steps()
+            self.step_entries[entry.global_seq] = entry  # compared with its row in steps()
             return
-        self.parse_payload(entry, where)
+        self.parse_payload(entry)
 
-    def parse_payload(self, entry: LedgerEntry, where: dict[str, Any]) -> Any:
+    def parse_payload(self, entry: EntryRow) -> Any:
         """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON)."""
         try:
             split = entry.kind in ("submission.received", "verdict.issued")
             payload, canonical, pieces = parse_canonical(entry.payload_canonical, split=split)
         except ValueError as exc:
-            self.report("payload_not_json", f"the payload text is not JSON: {exc}", **where)
+            self.report("payload_not_json", f"the payload text is not JSON: {exc}", **_where(entry))
             return None
         if not canonical:
-            self.report("payload_not_canonical", "the payload text is not in canonical form", **where)
+            self.report("payload_not_canonical", "the payload text is not in canonical form", **_where(entry))
         if entry.kind not in self.payloads and entry.kind != "trace.step":
             self.payloads[entry.kind] = payload
             self.pieces.update(pieces)
@@ -206,7 +265,7 @@ class _Checker(RootChecks):
             if self.step(row, committed, header_hash, self.step_leaves[position]):
                 broken.append(position)
         for seq in sorted(set(self.step_entries) - paired):
-            self.parse_payload(*self.step_entries[seq])
+            self.parse_payload(self.step_entries[seq])
             self.report(
                 "step_row_missing",
                 "a trace.step entry has no step row",
@@ -220,13 +279,12 @@ class _Checker(RootChecks):
             )
         return broken
 
-    def committed_step(self, row: StoredStep) -> dict[str, Any] | None:
+    def committed_step(self, row: StepRow) -> dict[str, Any] | None:
         """The row's trace.step payload: compared as exact text with what the append path writes for
         the row (the common case, no parsing), else parsed and checked; None when there is none."""
-        found = self.step_entries.get(row.global_seq)
-        if found is None:
+        entry = self.step_entries.get(row.global_seq)
+        if entry is None:
             return None
-        entry, where = found
         expected = (
             f'{{"step_hash":{quote(row.step_hash)},"step_id":{quote(row.step_id)},'
             f'"step_index":{row.step_index},"step_type":{quote(row.step_type)}}}'
@@ -238,12 +296,10 @@ class _Checker(RootChecks):
                 "step_index": row.step_index,
                 "step_type": row.step_type,
             }
-        payload = self.parse_payload(entry, where)
+        payload = self.parse_payload(entry)
         return payload if isinstance(payload, dict) else {}
 
-    def step(
-        self, row: StoredStep, committed: dict[str, Any] | None, header_hash: Any, text_hash: str
-    ) -> bool:
+    def step(self, row: StepRow, committed: dict[str, Any] | None, header_hash: Any, text_hash: str) -> bool:
         """Check one row (``text_hash``: the SHA-256 of its text); True when something is wrong with it."""
         details: dict[str, Any] = {"recomputed": text_hash, "step_hash_column": row.step_hash}
         code = message = None
@@ -296,7 +352,7 @@ class _Checker(RootChecks):
         return True
 
     @staticmethod
-    def step_columns(row: StoredStep) -> tuple[str | None, str | None]:
+    def step_columns(row: StepRow) -> tuple[str | None, str | None]:
         """The ``evidence_ids`` column against the step text (step_id and step_type are compared
         with the trace.step entry, which commits to them)."""
         try:
@@ -304,7 +360,7 @@ class _Checker(RootChecks):
         except ValueError:
             return "step_not_json", "the stored canonical step is not a canonical JSON object"
         found = () if evidence_ids is MISSING or evidence_ids is None else tuple(evidence_ids)
-        if found != row.evidence_ids:
+        if found != tuple(row.evidence_ids or ()):
             return "step_columns_mismatch", "the evidence_ids column differs from the step text"
         return None, None
 

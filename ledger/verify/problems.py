@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,13 +21,14 @@ __all__ = [
     "Problem",
     "cournot_root_hex",
     "is_hex32",
+    "orjson_is_canonical",
     "parse_canonical",
     "quote",
     "sha256_hex",
     "top_level_value",
 ]
 
-_HEX = frozenset("0123456789abcdef")
+_HEX32 = re.compile(r"0x[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Problem:
 
 def is_hex32(value: Any) -> bool:
     """``0x`` + 64 lowercase hex digits."""
-    return isinstance(value, str) and len(value) == 66 and value[:2] == "0x" and set(value[2:]) <= _HEX
+    return isinstance(value, str) and _HEX32.fullmatch(value) is not None
 
 
 MISSING = object()
@@ -128,6 +131,16 @@ def _sorted_orjson(value: Any) -> bytes:
     return orjson.dumps(value, option=_SORTED)
 
 
+def orjson_is_canonical(value: Any, data: bytes, text: str) -> bool:
+    """Is ``data`` (``text`` encoded) the canonical form of ``value``, orjson's parse of it? True
+    only when orjson's sorted output is ``data`` byte for byte and holds nothing its fast canonical
+    form could get wrong (False: undecided, the caller's general path decides)."""
+    try:
+        return _sorted_orjson(value) == data and _plain_orjson_is_canonical(text)
+    except orjson.JSONEncodeError:
+        return False
+
+
 def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[str, Any]]:
     """``(parsed, is canonical, pieces)``; raises ValueError when the text is not JSON.
 
@@ -154,5 +167,14 @@ def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[
 
 
 def cournot_root_hex(hex_leaves: list[str]) -> str:
-    """Cournot Merkle root (duplicate-last padding) over ``0x`` hex leaves."""
-    return to_hex(cournot_root([bytes.fromhex(value[2:]) for value in hex_leaves]))
+    """Cournot Merkle root (duplicate-last padding) over ``0x`` hex leaves: the same root as
+    :func:`engine.merkle.cournot_root`, which decides anything but 32-byte leaves (and raises)."""
+    level = [bytes.fromhex(value[2:]) for value in hex_leaves]
+    if not level or any(len(leaf) != 32 for leaf in level):
+        return to_hex(cournot_root(level))
+    sha256 = hashlib.sha256
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append(level[-1])
+        level = [sha256(level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return "0x" + level[0].hex()

@@ -34,12 +34,13 @@ from ledger.verify.source import (
     sequence_facts,
     unbacked_offset_moves,
 )
-from ledger.verify.workers import PageResult, checked, checked_pages
+from ledger.verify.workers import PageResult, checked, checked_pages, fork_is_safe
 
 __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
 
 MAX_PER_CODE = 1000
-AUTO_PARALLEL_MIN = 10_000  # submissions; below this, checking inline beats starting workers
+AUTO_PARALLEL_MIN = 10_000  # submissions; below this, checking inline beats starting a fork server
+AUTO_PARALLEL_MIN_FORKED = 2_000  # the same when workers are forked (they start at once)
 
 
 @dataclass
@@ -211,13 +212,16 @@ def run_verify(
     """Verify the whole ledger; ``progress(done, total, steps_done, 0)`` after each page.
 
     ``jobs > 1`` checks pages in worker processes under the same snapshot
-    (:mod:`ledger.verify.workers`); ``jobs <= 0`` picks one per CPU for big ledgers.
+    (:mod:`ledger.verify.workers`); ``jobs <= 0`` picks one per CPU (at most 8) from
+    :data:`AUTO_PARALLEL_MIN_FORKED` submissions when workers can be forked, else from
+    :data:`AUTO_PARALLEL_MIN`, and checks inline below.
     """
     report = VerifyReport()
     started = time.perf_counter()
     with snapshot(engine) as conn:
         total = count_submissions(conn)
-        jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs
+        if jobs <= 0:
+            jobs = auto_jobs(total, AUTO_PARALLEL_MIN_FORKED if fork_is_safe() else AUTO_PARALLEL_MIN)
         report.jobs = jobs
         _ledger_wide(conn, report)
         _offset_moves(conn, report)
@@ -230,8 +234,7 @@ def run_verify(
         proven = ProvenLeaves()
         for result in pages:
             if translog:
-                for global_seq, entry_hash in result.verified:
-                    proven.add(global_seq, entry_hash)
+                proven.add_many(result.verified)
             report.submissions += result.submissions
             report.steps += result.steps
             for problem in result.problems:

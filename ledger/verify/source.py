@@ -9,15 +9,20 @@ Ledger-wide facts (the global sequence, step rows that belong to no entry) are s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from itertools import groupby
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from psycopg import Connection
 
-from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_COLUMNS, LedgerEntry, StoredStep, stored_step
+from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_COLUMNS
 
 __all__ = [
+    "EntryRow",
+    "StepRow",
     "SubmissionGroup",
     "count_submissions",
     "iter_groups",
@@ -27,6 +32,44 @@ __all__ = [
 ]
 
 PAGE_SIZE = 1000
+
+
+class EntryRow(NamedTuple):
+    """An entry row as selected with :data:`ledger.store.records.PAYLOAD_ENTRY_COLUMNS` (a tuple:
+    built from the driver's row without a Python-level ``__init__``)."""
+
+    global_seq: int
+    submission_id: str
+    stream_seq: int
+    kind: str
+    payload_hash: str
+    prev_hash: str
+    entry_hash: str
+    engine_version: str
+    payload_canonical: str
+
+
+class StepRow(NamedTuple):
+    """A step row as selected with :data:`ledger.store.records.STEP_COLUMNS` (``evidence_ids`` as
+    the driver returns it: a list, or None)."""
+
+    submission_id: str
+    step_index: int
+    global_seq: int
+    step_id: str
+    step_type: str
+    evidence_ids: Sequence[str] | None
+    step_hash: str
+    canonical_step: str
+
+
+def _names(columns: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in columns.split(","))
+
+
+# Fail at import, not with misread columns, if the store's column lists change order or content.
+if _names(PAYLOAD_ENTRY_COLUMNS) != EntryRow._fields or _names(STEP_COLUMNS) != StepRow._fields:
+    raise ImportError("ledger.verify.source: the store's column lists differ from EntryRow/StepRow")
 
 
 @dataclass(frozen=True)
@@ -40,8 +83,8 @@ class SubmissionGroup:
     status: str
     input_hashes_canonical: str
     engine_version: str
-    entries: tuple[LedgerEntry, ...]
-    steps: tuple[StoredStep, ...]
+    entries: Sequence[EntryRow]
+    steps: Sequence[StepRow]
 
 
 def count_submissions(conn: Connection[Any]) -> int:
@@ -84,20 +127,18 @@ def orphan_steps(
 
 def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
     ids = [head[0] for head in heads]
-    entries: dict[str, list[LedgerEntry]] = {sid: [] for sid in ids}
-    for row in conn.execute(
+    rows = conn.execute(
         f"SELECT {PAYLOAD_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
-        "ORDER BY submission_id, stream_seq",
+        "ORDER BY submission_id, stream_seq",  # sorted by the server: less work in this process
         {"ids": ids},
-    ).fetchall():
-        entries[row[1]].append(LedgerEntry(*row))
-    steps: dict[str, list[StoredStep]] = {sid: [] for sid in ids}
-    for row in conn.execute(
+    ).fetchall()
+    entries = {sid: list(group) for sid, group in groupby(map(_new_entry, rows), key=_SUBMISSION_OF_ENTRY)}
+    rows = conn.execute(
         f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) "
         "ORDER BY submission_id, step_index",
         {"ids": ids},
-    ).fetchall():
-        steps[row[0]].append(stored_step(row))
+    ).fetchall()
+    steps = {sid: list(group) for sid, group in groupby(map(_new_step, rows), key=_SUBMISSION_OF_STEP)}
     return [
         SubmissionGroup(
             submission_id=sid,
@@ -107,11 +148,18 @@ def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[Submissio
             status=status,
             input_hashes_canonical=input_hashes,
             engine_version=version,
-            entries=tuple(entries[sid]),
-            steps=tuple(steps[sid]),
+            entries=entries.get(sid, ()),
+            steps=steps.get(sid, ()),
         )
         for sid, key, market_id, bundle_id, status, input_hashes, version in heads
     ]
+
+
+_SUBMISSION_OF_ENTRY = itemgetter(1)
+_SUBMISSION_OF_STEP = itemgetter(0)
+# tuple.__new__ on the subclass: the row becomes the named tuple with no Python frame per row
+_new_entry: Callable[[tuple[Any, ...]], EntryRow] = partial(tuple.__new__, EntryRow)
+_new_step: Callable[[tuple[Any, ...]], StepRow] = partial(tuple.__new__, StepRow)
 
 
 def load_page(conn: Connection[Any], after: str, page_size: int) -> list[SubmissionGroup]:

@@ -5,16 +5,19 @@ the first ``submission_id`` of every page; each worker imports the snapshot (``S
 SNAPSHOT``), reads its page with the same three queries as the serial path and returns only the
 problems it found. Every worker thus sees exactly the parent's view of the ledger, reading and
 checking in parallel (the way ``pg_dump --jobs`` shares one snapshot). The parent checks pages
-from the end of the queue while it waits.
+from the end of the queue while it waits. Workers are forked when no other thread runs (they start
+at once), else started by a fork server (:func:`worker_context`).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import psycopg
@@ -25,7 +28,7 @@ from ledger.verify.checks import check_submission
 from ledger.verify.problems import Problem
 from ledger.verify.source import SubmissionGroup, load_page
 
-__all__ = ["PageResult", "checked", "checked_pages", "page_starts"]
+__all__ = ["PageResult", "checked", "checked_pages", "fork_is_safe", "page_starts", "worker_context"]
 
 _CONNECTIONS: dict[str, Connection[Any]] = {}
 _SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
@@ -79,6 +82,22 @@ def checked(groups: list[SubmissionGroup]) -> PageResult:
     return PageResult(len(groups), sum(len(group.steps) for group in groups), problems, verified)
 
 
+def fork_is_safe() -> bool:
+    """Can workers be forked from this process: ``fork`` exists and no other thread runs (a thread
+    could hold a lock at the fork that a child would then wait on forever)?"""
+    return "fork" in get_all_start_methods() and threading.active_count() == 1
+
+
+def worker_context() -> BaseContext:
+    """How workers start: forked when :func:`fork_is_safe` (at once, with every module already
+    imported), else from a fork server that imports this module once (about a second)."""
+    if fork_is_safe():
+        return get_context("fork")
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
+    return context
+
+
 def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) -> Iterator[PageResult]:
     """Export ``conn``'s snapshot and check every page in ``jobs`` processes (results in page order).
 
@@ -92,8 +111,7 @@ def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) ->
     if not _SNAPSHOT_ID.fullmatch(snapshot_id):
         raise ValueError(f"unexpected snapshot id {snapshot_id!r}")
     starts = page_starts(conn, page_size)
-    context = get_context("forkserver")
-    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
+    context = worker_context()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         tasks = [pool.submit(check_page, url, snapshot_id, after, page_size) for after in starts]
         inline: dict[int, PageResult] = {}

@@ -27,3 +27,27 @@ def test_entries_beyond_the_capacity_are_not_held_so_the_log_check_reads_them_it
 def test_a_non_positive_global_seq_is_refused() -> None:
     with pytest.raises(ValueError, match="global_seq must be positive"):
         ProvenLeaves().add(0, HASH)
+
+
+def test_add_many_holds_what_add_holds() -> None:
+    pairs = [(seq, "0x" + f"{seq:02x}" * 32) for seq in (1, 2, 5, 3, 9, 40)]
+    one, many = ProvenLeaves(capacity=30), ProvenLeaves(capacity=30)
+    for seq, value in pairs:
+        one.add(seq, value)
+    many.add_many(pairs)
+    assert [many.get(seq) for seq in range(1, 45)] == [one.get(seq) for seq in range(1, 45)]
+    assert many.get(9) == entry_leaf_hash(pairs[4][1]) and many.get(40) is None
+
+
+@pytest.mark.parametrize(
+    "bad", ["ab" * 33, "0x" + "ab" * 31, "0x" + "ab" * 31 + "a b", "0x" + "zz" * 32, "0X" + "ab" * 32]
+)
+def test_add_many_refuses_what_add_refuses(bad: str) -> None:
+    proven = ProvenLeaves()
+    proven.add_many([(1, HASH), (2, HASH)])  # the arrays exist: the inline path is taken
+    with pytest.raises(ValueError):
+        proven.add(2, bad)
+    with pytest.raises(ValueError):
+        proven.add_many([(2, bad)])
+    with pytest.raises(ValueError, match="global_seq must be positive"):
+        proven.add_many([(0, HASH)])

@@ -1,0 +1,92 @@
+"""The log check compares whole tiles of leaves at once; a rewritten entry inside a full tile is
+still named leaf by leaf (the comparison falls back to single leaves when a tile differs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import Engine
+
+from ledger.connect import create_ledger_engine
+from ledger.store.ledger_store import LedgerStore
+from ledger.translog.checkpoints import create_checkpoint
+from ledger.translog.keys import generate_key_files, load_private_key
+from ledger.translog.tiles import TILE_WIDTH
+from ledger.translog.verify import verify_checkpoints
+from ledger.verify.runner import run_verify
+from tests.helpers.ledger_factories import audited
+from tests.integration.test_translog_tamper import _rewrite_entry, _superuser
+
+pytestmark = pytest.mark.integration
+
+TAMPERED_SEQ = 100  # inside the first whole tile (leaves 1..256)
+
+
+@pytest.fixture
+def engine(migrated_database_url: str) -> Iterator[Engine]:
+    engine = create_ledger_engine(migrated_database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Ed25519PrivateKey:
+    generate_key_files(tmp_path / "log.key")
+    return load_private_key(tmp_path / "log.key")
+
+
+def _ledger_beyond_one_tile(store: LedgerStore, engine: Engine, key: Ed25519PrivateKey) -> str:
+    index = 0
+    while store.max_seq() <= TILE_WIDTH + 20:
+        store.append(audited(f"tile{index}"))
+        index += 1
+    return create_checkpoint(engine, key).note
+
+
+def test_a_rewritten_entry_inside_a_whole_tile_is_named(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    exported = _ledger_beyond_one_tile(ledger_store, engine, key)
+    notes = [("cp.note", exported)]
+    assert verify_checkpoints(engine, public_key=key.public_key(), external_notes=notes) == []
+    before = run_verify(engine, public_key=key.public_key(), external_notes=notes)
+    assert before.translog_checked and not [p for p in before.problems if p.source == "translog"]
+    submission = _rewrite_entry(migrated_database_url, TAMPERED_SEQ)
+
+    problems = verify_checkpoints(engine, public_key=key.public_key(), external_notes=notes)
+    assert [(p.code, p.global_seq) for p in problems if p.code == "leaf_mismatch"] == [
+        ("leaf_mismatch", TAMPERED_SEQ)
+    ]
+    mismatches = [p for p in problems if p.code == "checkpoint_root_mismatch"]
+    assert mismatches and all(
+        (p.global_seq, p.submission_id) == (TAMPERED_SEQ, submission) for p in mismatches
+    )
+
+    report = run_verify(engine, public_key=key.public_key(), external_notes=notes)
+    assert (
+        not report.ok
+    )  # the factory's submissions carry no real roots: only the log's findings are compared
+    codes = {(p.code, p.global_seq) for p in report.problems}
+    assert ("translog.leaf_mismatch", TAMPERED_SEQ) in codes
+
+
+def test_a_rewritten_tree_leaf_inside_a_whole_tile_is_named(
+    ledger_store: LedgerStore, engine: Engine, key: Ed25519PrivateKey, migrated_database_url: str
+) -> None:
+    exported = _ledger_beyond_one_tile(ledger_store, engine, key)
+    offset = (TAMPERED_SEQ - 1) * 32
+    _superuser(
+        migrated_database_url,
+        (
+            "UPDATE ledger_store.merkle_tiles SET hashes = overlay(hashes PLACING %s FROM %s FOR 32) "
+            "WHERE level = 0 AND idx = 0",
+            (b"\x01" * 32, offset + 1),
+        ),
+    )
+    problems = verify_checkpoints(engine, public_key=key.public_key(), external_notes=[("cp.note", exported)])
+    assert [(p.code, p.global_seq) for p in problems if p.code == "leaf_mismatch"] == [
+        ("leaf_mismatch", TAMPERED_SEQ)
+    ]

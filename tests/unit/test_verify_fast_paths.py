@@ -1,0 +1,101 @@
+"""``ledger verify``'s fast paths give exactly what the ledger's and engine's definitions give."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from engine.canonical import to_hex
+from engine.merkle import cournot_root
+from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
+from ledger.verify.checks import _entry_hash, _header_text
+from ledger.verify.problems import cournot_root_hex
+from ledger.verify.source import EntryRow, SubmissionGroup
+
+
+def _hex(n: int) -> str:
+    return "0x" + hashlib.sha256(str(n).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 5, 8, 13, 64, 100])
+def test_cournot_root_hex_is_the_engine_root(count: int) -> None:
+    leaves = [_hex(n) for n in range(count)]
+    assert cournot_root_hex(leaves) == to_hex(cournot_root([bytes.fromhex(v[2:]) for v in leaves]))
+
+
+def test_cournot_root_hex_refuses_what_the_engine_refuses() -> None:
+    with pytest.raises(ValueError):
+        cournot_root_hex([_hex(1), "0x" + "ab" * 31])
+    with pytest.raises(ValueError):
+        cournot_root_hex([_hex(1), "0x" + "zz" * 32])
+
+
+@pytest.mark.parametrize(
+    ("kind", "version", "prev"),
+    [
+        ("trace.step", "1.2.3", _hex(7)),
+        ('we"ird', "1.2.3", _hex(7)),
+        ("trace.step", "v\\1\n", _hex(7)),
+        ("trace.step", "1.2.3", "not\x01hex"),
+        ("trace.step", "é✓", _hex(7)),
+    ],
+)
+def test_entry_hash_built_at_once_is_the_ledger_entry_hash(kind: str, version: str, prev: str) -> None:
+    entry = EntryRow(5, _hex(1), 3, kind, _hex(2), prev, _hex(3), version, "{}")
+    assert _entry_hash(_hex(1), entry, _hex(2)) == entry_hash(_hex(1), 3, kind, _hex(2), prev, version)
+
+
+def _group(input_hashes: str, **fields: str | None) -> SubmissionGroup:
+    values: dict[str, str | None] = {"idempotency_key": "k-1", "market_id": "m-1", "bundle_id": "b-1"}
+    values.update(fields)
+    return SubmissionGroup(
+        submission_id="",
+        idempotency_key=str(values["idempotency_key"]),
+        market_id=values["market_id"],
+        bundle_id=values["bundle_id"],
+        status="audited",
+        input_hashes_canonical=input_hashes,
+        engine_version="1",
+        entries=(),
+        steps=(),
+    )
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        _group('{"evidence_root":"0xab","prompt_spec_hash":"0xcd"}'),
+        _group('{"a":1}', market_id=None),
+        _group("{}", bundle_id=None, market_id=None),
+        _group('{"a":[1,2,{"b":"c"}]}', idempotency_key="ké✓"),
+    ],
+)
+def test_header_built_around_the_stored_text_is_the_canonical_header(group: SubmissionGroup) -> None:
+    built = _header_text(group)
+    assert built is not None
+    header = submission_header(
+        idempotency_key=group.idempotency_key,
+        market_id=group.market_id,
+        bundle_id=group.bundle_id,
+        input_hashes=built[1],
+        status=group.status,
+    )
+    assert built[0] == canonical_text(header) and text_sha256(built[0]) == text_sha256(canonical_text(header))
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        _group('{"b":1,"a":2}'),  # not sorted
+        _group('{"a": 1}'),  # not compact
+        _group('{"a":null}'),  # a None member: the general path decides
+        _group('{"x":1e-5}'),  # a float orjson may write unlike the canonical form
+        _group("[1]"),  # not an object
+        _group("{"),  # not JSON
+        _group('{"a":1}', idempotency_key='k"1'),  # needs an escape
+        _group('{"a":1}', market_id="m\n"),
+    ],
+)
+def test_header_fast_path_leaves_everything_else_to_the_general_path(group: SubmissionGroup) -> None:
+    assert _header_text(group) is None

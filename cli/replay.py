@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--jobs",
         type=int,
         default=0,
-        help="worker processes (default 0: one per CPU from 10,000 submissions)",
+        help="worker processes (default 0: one per CPU from 2,000 submissions when workers can be forked, else from 10,000)",
     )
     _common(v)
     v.set_defaults(handler=run_verify_command)

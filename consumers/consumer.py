@@ -43,6 +43,7 @@ from aiokafka.errors import KafkaError
 from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch
 from consumers.consumer_config import ConsumerConfig
 from consumers.dlq import DeadLetterSender
+from consumers.gc_tuning import tuned_gc
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
@@ -119,7 +120,14 @@ class LedgerConsumer:
         return self._stop.is_set()
 
     async def run(self) -> None:
-        """Join the group and process batches until stopped or idle for ``until_idle`` seconds."""
+        """Join the group and process batches until stopped or idle for ``until_idle`` seconds.
+
+        The collector is tuned for batches while it runs (:mod:`consumers.gc_tuning`).
+        """
+        with tuned_gc(self.config.tune_gc):
+            await self._run()
+
+    async def _run(self) -> None:
         cfg = self.config
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap,

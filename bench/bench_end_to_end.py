@@ -293,11 +293,33 @@ def throughput(
     print(
         f"  {members} consumer(s): {batch_summary(log_dir, last - first)}; "
         f"consumer CPU {consumer_cpu * 1000 / len(prepared):.2f} ms/bundle (start-up and idle tail included)"
+        f"{window_cpu(log_dir)}"
         + "".join(
             f"; {name} {seconds * 1000 / len(prepared):.2f} ms/bundle" for name, seconds in servers.items()
         )
     )
     return len(prepared) / (last - first)
+
+
+def window_cpu(log_dir: Path) -> str:
+    """Consumer CPU per bundle from each member's first assignment to its last commit (no start-up).
+
+    From the ``cpu_seconds`` the consumers log with those lines; empty for a tree that does not log it.
+    """
+    seconds, bundles = 0.0, 0
+    for path in sorted(log_dir.glob("consumer*.log")):
+        name = path.name
+        assigned = [
+            line for line in log_events(log_dir, "partitions assigned", name) if "cpu_seconds" in line
+        ]
+        committed = [line for line in log_events(log_dir, "batch committed", name) if "cpu_seconds" in line]
+        if not assigned or not committed:
+            continue
+        seconds += float(committed[-1]["cpu_seconds"]) - float(assigned[0]["cpu_seconds"])
+        bundles += sum(int(line["records"]) for line in committed)
+    if not bundles:
+        return ""
+    return f" ({seconds * 1000 / bundles:.2f} ms/bundle from first assignment to last commit)"
 
 
 def rows_written(url: str) -> dict[str, int]:

@@ -40,7 +40,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch
+from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch, process_cpu
 from consumers.consumer_config import ConsumerConfig
 from consumers.dlq import DeadLetterSender
 from consumers.gc_tuning import tuned_gc
@@ -402,7 +402,8 @@ class LedgerConsumer:
             return
         self.metrics.assigned.set(len(self._consumer.assignment()) if self._consumer else len(assigned))
         self._last_activity = time.monotonic()
-        log.info("partitions assigned", extra={"partitions": sorted(tp.partition for tp in assigned)})
+        partitions = sorted(tp.partition for tp in assigned)
+        log.info("partitions assigned", extra={"partitions": partitions, "cpu_seconds": process_cpu()})
 
     async def partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         """Let the batches in flight finish (bounded) before the partitions move to another member."""

@@ -15,7 +15,8 @@ a new submission; they are validated and encoded before any clock starts.
   bundles/s = N / (first partition assignment → last committed batch), from the consumers' JSON
   logs (``batch committed`` is logged right after the Postgres transaction commits); CPU per
   bundle of the consumers and, when embedded, of the broker and PostgreSQL (its backends, which it
-  reaps; not its background writers) from consumer start to exit; rows written per committed
+  reaps; not its background writers) from consumer start to exit, and of the consumers alone from
+  their first assignment to their last commit (the ``cpu_seconds`` of those log lines: no start-up); rows written per committed
   submission, from the ``n_tup_ins + n_tup_upd`` deltas of ``pg_stat_user_tables`` over the phase;
 * latency: two consumers already running; records are produced at ``--rate`` (default: half the
   two-consumer throughput) with the send time in a ``bench.produced_at_ns`` header; a record's

@@ -15,7 +15,8 @@ a new submission; they are validated and encoded before any clock starts.
   bundles/s = N / (first partition assignment → last committed batch), from the consumers' JSON
   logs (``batch committed`` is logged right after the Postgres transaction commits); CPU per
   bundle of the consumers and, when embedded, of the broker and PostgreSQL (its backends, which it
-  reaps; not its background writers) from consumer start to exit; rows written per committed
+  reaps; not its background writers) from consumer start to exit, and of the consumers alone from
+  their first assignment to their last commit (the ``cpu_seconds`` of those log lines: no start-up); rows written per committed
   submission, from the ``n_tup_ins + n_tup_upd`` deltas of ``pg_stat_user_tables`` over the phase;
 * latency: two consumers already running; records are produced at ``--rate`` (default: half the
   two-consumer throughput) with the send time in a ``bench.produced_at_ns`` header; a record's
@@ -293,11 +294,33 @@ def throughput(
     print(
         f"  {members} consumer(s): {batch_summary(log_dir, last - first)}; "
         f"consumer CPU {consumer_cpu * 1000 / len(prepared):.2f} ms/bundle (start-up and idle tail included)"
+        f"{window_cpu(log_dir)}"
         + "".join(
             f"; {name} {seconds * 1000 / len(prepared):.2f} ms/bundle" for name, seconds in servers.items()
         )
     )
     return len(prepared) / (last - first)
+
+
+def window_cpu(log_dir: Path) -> str:
+    """Consumer CPU per bundle from each member's first assignment to its last commit (no start-up).
+
+    From the ``cpu_seconds`` the consumers log with those lines; empty for a tree that does not log it.
+    """
+    seconds, bundles = 0.0, 0
+    for path in sorted(log_dir.glob("consumer*.log")):
+        name = path.name
+        assigned = [
+            line for line in log_events(log_dir, "partitions assigned", name) if "cpu_seconds" in line
+        ]
+        committed = [line for line in log_events(log_dir, "batch committed", name) if "cpu_seconds" in line]
+        if not assigned or not committed:
+            continue
+        seconds += float(committed[-1]["cpu_seconds"]) - float(assigned[0]["cpu_seconds"])
+        bundles += sum(int(line["records"]) for line in committed)
+    if not bundles:
+        return ""
+    return f" ({seconds * 1000 / bundles:.2f} ms/bundle from first assignment to last commit)"
 
 
 def rows_written(url: str) -> dict[str, int]:

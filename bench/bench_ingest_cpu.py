@@ -8,11 +8,14 @@ through the four stages one after the other, as the consumer does (``audit_envel
 ``time.process_time`` to its total; a warm-up round of 100 records runs first. The figure per
 stage is the median over rounds of µs per bundle. Only this process's CPU is counted, so the
 figures are steadier than wall time on a shared machine; the load average is printed beside them.
+The rounds run under the consumer's collector settings (``consumers.gc_tuning``) unless
+``--gc default`` asks for CPython's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import inspect
 import os
@@ -28,6 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_end_to_end import corpus, records  # noqa: E402
 
+from consumers.gc_tuning import tuned_gc  # noqa: E402
 from engine.envelope import decode_envelope  # noqa: E402
 from engine.pipeline import run_pipeline  # noqa: E402
 from ledger.store.append import prepare  # noqa: E402
@@ -68,18 +72,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundles", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--gc", choices=("consumer", "default"), default="consumer", help="collector settings"
+    )
     args = parser.parse_args()
     templates, source = corpus()
     values = [record.value for record in records(templates, args.bundles, "cpu")]
     one_round(values[:100])
     load_before = os.getloadavg()[0]
     rounds = []
-    for _ in range(args.rounds):
-        gc.collect()
-        rounds.append(one_round(values))
+    with tuned_gc() if args.gc == "consumer" else contextlib.nullcontext():
+        for _ in range(args.rounds):
+            gc.collect()
+            rounds.append(one_round(values))
     load_after = os.getloadavg()[0]
     per_bundle = {stage: statistics.median(r[stage] for r in rounds) * 1e6 / len(values) for stage in STAGES}
-    print(f"bundles: {source}; {len(values)} records x {args.rounds} rounds (median)")
+    print(f"bundles: {source}; {len(values)} records x {args.rounds} rounds (median); collector: {args.gc}")
     print(f"load average (1 min): {load_before:.2f} -> {load_after:.2f}")
     for stage in STAGES:
         print(f"  {stage:8s} {per_bundle[stage]:7.1f} us/bundle")

@@ -40,9 +40,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
-from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch
+from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch, process_cpu
 from consumers.consumer_config import ConsumerConfig
 from consumers.dlq import DeadLetterSender
+from consumers.gc_tuning import tuned_gc
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
@@ -119,7 +120,14 @@ class LedgerConsumer:
         return self._stop.is_set()
 
     async def run(self) -> None:
-        """Join the group and process batches until stopped or idle for ``until_idle`` seconds."""
+        """Join the group and process batches until stopped or idle for ``until_idle`` seconds.
+
+        The collector is tuned for batches while it runs (:mod:`consumers.gc_tuning`).
+        """
+        with tuned_gc(self.config.tune_gc):
+            await self._run()
+
+    async def _run(self) -> None:
         cfg = self.config
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap,
@@ -394,7 +402,8 @@ class LedgerConsumer:
             return
         self.metrics.assigned.set(len(self._consumer.assignment()) if self._consumer else len(assigned))
         self._last_activity = time.monotonic()
-        log.info("partitions assigned", extra={"partitions": sorted(tp.partition for tp in assigned)})
+        partitions = sorted(tp.partition for tp in assigned)
+        log.info("partitions assigned", extra={"partitions": partitions, "cpu_seconds": process_cpu()})
 
     async def partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         """Let the batches in flight finish (bounded) before the partitions move to another member."""

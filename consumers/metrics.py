@@ -123,16 +123,20 @@ class ConsumerMetrics:
         ``results`` has one result per outcome, in order (a key repeated in one batch included).
         """
         now_ms = time.time() * 1000
+        audited = duplicates = conflicts = 0
+        rejected: dict[str, int] = {}
+        latency = self.commit_latency
         for outcome, result in zip(outcomes, results, strict=True):
-            key = outcome.draft.idempotency_key
             if isinstance(outcome, Rejection):
-                self.rejected.labels(topic, outcome.error.reason.value).inc()
+                reason = outcome.error.reason.value
+                rejected[reason] = rejected.get(reason, 0) + 1
             else:
-                self.audited.labels(topic).inc()
+                audited += 1
             if result.status == "existing":
-                self.duplicates.labels(topic).inc()
+                duplicates += 1
             elif result.status == "conflict":
-                self.conflicts.labels(topic).inc()
+                conflicts += 1
+                key = outcome.draft.idempotency_key
                 log.warning(
                     "idempotency key already stored with different content; conflict recorded",
                     extra={
@@ -143,4 +147,14 @@ class ConsumerMetrics:
                 )
             timestamp = outcome.context.timestamp_ms
             if timestamp is not None and timestamp > 0:
-                self.commit_latency.observe(max(0.0, (now_ms - timestamp) / 1000))
+                latency.observe(max(0.0, (now_ms - timestamp) / 1000))
+        # counted once per batch, not per record (each labels() call takes a lock)
+        for reason, count in sorted(rejected.items()):
+            self.rejected.labels(topic, reason).inc(count)
+        for counter, count in (
+            (self.audited, audited),
+            (self.duplicates, duplicates),
+            (self.conflicts, conflicts),
+        ):
+            if count:
+                counter.labels(topic).inc(count)

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from consumers.por_route import POR_ENVELOPE_SCHEMA_ID, is_por_record
 from engine.canonical import CanonicalizationError, hash_canonical, to_hex
 from engine.envelope import EnvelopeError, Reason, from_strict_json_error, json_path
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
@@ -57,10 +58,8 @@ __all__ = [
     "render_por_json_schema",
 ]
 
-POR_ENVELOPE_SCHEMA_ID = "cournot-ledger/por-envelope"
 POR_ENVELOPE_SCHEMA_VERSION = 1
 SCHEMA_URL = "https://cournot.dev/schemas/ledger/por-envelope-v1.schema.json"
-_MARKER = POR_ENVELOPE_SCHEMA_ID.encode("ascii")
 
 
 class PoREnvelopeV1(StrictModel):
@@ -97,11 +96,6 @@ class DecodedPoREnvelope:
     parts: PackParts
     pack_hash: str
     idempotency_key: str
-
-
-def is_por_record(raw: bytes | None) -> bool:
-    """Cheap routing test: could this record be a PoR envelope? (The decoder decides for sure.)"""
-    return bool(raw) and _MARKER in (raw or b"")
 
 
 def _stored_pack(envelope: PoREnvelopeV1) -> dict[str, Any]:

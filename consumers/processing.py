@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from consumers.por_envelope import is_por_record
+from consumers.por_route import is_por_record
 from engine.canonical import sha256_hex
 from engine.envelope import DecodedEnvelope, EnvelopeError, Reason, decode_envelope
 from engine.limits import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, storable_id, storable_text
@@ -247,7 +247,8 @@ def process_record(
 ) -> Outcome:
     """Decode, validate and audit one record; every failure becomes a :class:`Rejection`."""
     if is_por_record(context.value):  # a PoR-pack envelope (consumers/por_envelope.py)
-        from consumers.por_processing import process_por_record  # late: that module imports this one
+        # late: that module imports this one, and the PoR verifier is loaded only when needed
+        from consumers.por_processing import process_por_record
 
         por = process_por_record(context, dlq_topic=dlq_topic, max_bytes=max_bytes, inline_limit=inline_limit)
         if por is not None:

@@ -71,3 +71,8 @@ def test_two_members_of_one_group_split_the_work_without_duplicates(
     new_per_member = [sum(line["new"] for line in committed(member)) for member in members]
     assert all(count > 0 for count in new_per_member), new_per_member
     assert sum(new_per_member) == N  # every bundle written by exactly one member
+    for member in members:  # the process CPU the benchmark reads per member: present and never decreasing
+        cpu = [line["cpu_seconds"] for line in member.events("partitions assigned") + committed(member)]
+        assert cpu and all(isinstance(seconds, float) and seconds > 0 for seconds in cpu)
+        batches = [line["cpu_seconds"] for line in committed(member)]
+        assert batches == sorted(batches)

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from engine.canonical import canonical_bytes
+from engine.canonical import canonical_bytes, canonical_bytes_of_plain, canonicalize_value
 from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
@@ -221,9 +221,23 @@ def whole_run_identical(
         entry = rebuilt.get(kind)
         if text is None or entry is None:
             return False
-        if text != (entry.canonical if entry.canonical is not None else canonical_text(entry.payload)):
+        if entry.canonical is not None:
+            if text != entry.canonical:
+                return False
+        elif text.encode("utf-8") != _rebuilt_bytes(entry.payload):
             return False
     return _steps_identical(step_hashes, step_texts, result)
+
+
+def _rebuilt_bytes(payload: Any) -> bytes:
+    """The store's canonical bytes of a rebuilt payload (``canonical_text(payload)``), in one walk.
+
+    :func:`~engine.canonical.canonicalize_value` reads models field by field and drops None members
+    as it goes, so a payload holding nulls (the audit's check details, evaluation variables) is not
+    dumped, serialised and pruned twice; the engine property-tests this pair against
+    :func:`~engine.canonical.canonical_bytes`, which ``canonical_text`` is.
+    """
+    return canonical_bytes_of_plain(canonicalize_value(payload))
 
 
 def compare_run(stored: StoredArtifacts, result: PipelineResult, draft: SubmissionDraft) -> Outcome:

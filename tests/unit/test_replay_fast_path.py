@@ -178,3 +178,45 @@ def test_a_missing_step_row_diverges() -> None:
     outcome = replay_case(short)
     assert outcome.status == "diverged"
     assert outcome.steps == len(case.step_texts) - 1
+
+
+def test_the_verdict_member_proved_by_its_hash_matches_exactly_what_serialising_it_would() -> None:
+    """The stored verdict payload's ``verdict`` member is checked against ``roots.verdict_hash``
+    instead of being serialised again: same answer as the whole-text comparison, for the payload as
+    stored and for texts changed inside, before and after that member."""
+    from ledger.replay.compare import _matches_rebuilt
+    from ledger.store.drafts import submission_draft
+
+    header = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": ENVELOPE_SCHEMA_VERSION}
+    decoded = decode_envelope(json.dumps({**header, **json.loads(BUNDLE.read_text())}).encode())
+    result = run_pipeline(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
+    [entry] = [e for e in submission_draft(decoded, result, None).entries if e.kind == "verdict.issued"]
+    assert entry.payload["verdict"] is result.verdict  # the member the hash stands for
+    stored = canonical_text(entry.payload)
+    verdict = canonical_text(result.verdict)
+    changed = [
+        stored.replace(verdict, verdict.replace('"confidence":', '"confidence":0.0,"x":', 1)),
+        stored.replace(verdict, verdict + " "),
+        stored.replace('"roots":{', '"roots":{"a":1,', 1),
+        stored[:-1] + ',"zz":1}',
+        stored[:-1],
+        "{}",
+    ]
+    assert _matches_rebuilt(stored, entry.payload, result.verdict, result.roots.verdict_hash)
+    for text in changed:
+        assert text != stored
+        assert not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash)
+    # a payload without that member is serialised whole
+    assert _matches_rebuilt(stored, entry.payload, object(), "0x00")
+    assert not _matches_rebuilt(changed[0], entry.payload, object(), "0x00")
+
+
+def test_a_stored_verdict_with_another_outcome_diverges() -> None:
+    clean = _case(json.loads(BUNDLE.read_text()))
+    verdict = json.loads(clean.verdict or "")
+    verdict["verdict"]["confidence"] = 0.123
+    case = ReplayCase(**{**clean.__dict__, "verdict": canonical_text(verdict)})
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "diverged"
+    assert outcome.differing and outcome.first is not None

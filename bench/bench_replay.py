@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/bench_replay.py [--submissions 3000] [--database-url URL] [--jobs 1 2]
-        [--reuse] [--skip-replay] [--repeat N]
+        [--reuse] [--skip-replay] [--repeat N] [--breakdown N]
 
 Builds the ledger from ``samples/corpus``: each valid bundle is copied with a distinct
 ``bundle_id`` and event id, audited through the consumer's code path (envelope decode →
@@ -14,7 +14,8 @@ Then, timed (wall clock and CPU seconds of this process; worker CPU is not in th
 
 * ``replay``: :func:`ledger.replay.runner.run_replay` over every submission, once per ``--jobs`` value;
   figures are replayed steps/s and submissions/s (every submission runs the whole pipeline: there
-  is no cache);
+  is no cache); with ``--breakdown N``, the CPU per submission of each phase of replay's fast path
+  (parse, decode, pipeline, draft, compare) over the first N submissions;
 * ``verify``: :func:`ledger.verify.runner.run_verify` without the transparency log, once per ``--jobs``
   value, then with it after a tree catch-up (``ledger checkpoint`` needs a key; the tree is
   extended unsigned here), once per ``--jobs`` value too: verified entries/s and steps/s. With
@@ -120,6 +121,56 @@ def figures(label: str, summary: dict[str, Any], cpu: float, in_process: bool) -
     print(f"{line} in {wall:.2f}s -> {rates}")
 
 
+def breakdown(engine: Any, count: int) -> None:
+    """CPU per submission of each phase of replay's fast path, over the first ``count`` submissions
+    (the phases :func:`ledger.replay.runner._identical_fast` runs, timed one by one)."""
+    import orjson
+
+    from engine.envelope_inputs import decode_stored_inputs
+    from ledger.replay.compare import whole_run_identical
+    from ledger.replay.runner import _pipeline
+    from ledger.replay.source import iter_replay_pages
+    from ledger.store.drafts import submission_draft
+    from ledger.store.read import snapshot
+
+    with snapshot(engine) as conn:
+        cases = [case for page in iter_replay_pages(conn, ReplaySelection(), count) for case in page][:count]
+    spent = dict.fromkeys(("parse", "decode", "pipeline", "draft", "compare"), 0)
+    for case in cases:
+        assert case.received is not None and case.audit is not None and case.verdict is not None
+        texts = {
+            "submission.received": case.received,
+            "audit.completed": case.audit,
+            "verdict.issued": case.verdict,
+        }
+        start = time.process_time_ns()
+        raw = case.received.encode("utf-8")
+        received = orjson.loads(raw)
+        parsed = time.process_time_ns()
+        decoded = decode_stored_inputs(received, raw)
+        validated = time.process_time_ns()
+        result = _pipeline(decoded)
+        ran = time.process_time_ns()
+        draft = submission_draft(decoded, result, None)
+        drafted = time.process_time_ns()
+        assert whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft)
+        compared = time.process_time_ns()
+        for phase, nanoseconds in zip(
+            spent,
+            (parsed - start, validated - parsed, ran - validated, drafted - ran, compared - drafted),
+            strict=True,
+        ):
+            spent[phase] += nanoseconds
+    total = sum(spent.values())
+    print(
+        f"replay fast path, CPU per submission over {len(cases):,} submissions: {total / len(cases) / 1000:.0f} us = "
+        + ", ".join(
+            f"{phase} {ns / len(cases) / 1000:.0f} us ({100 * ns / total:.0f}%)"
+            for phase, ns in spent.items()
+        )
+    )
+
+
 def bench(url: str, args: argparse.Namespace) -> None:
     """Build (unless --reuse) and measure."""
     engine = create_ledger_engine(url)
@@ -136,6 +187,8 @@ def bench(url: str, args: argparse.Namespace) -> None:
             cpu,
             jobs == 1,
         )
+    if args.breakdown:
+        breakdown(engine, args.breakdown)
     for jobs in args.jobs:
         verified, cpu = fastest(args.repeat, lambda j=jobs: run_verify(engine, translog=False, jobs=j))
         assert verified.ok, verified.summary()
@@ -168,6 +221,13 @@ def main() -> None:
     parser.add_argument("--skip-replay", action="store_true", help="measure verify only")
     parser.add_argument(
         "--repeat", type=int, default=1, help="verify runs per figure (the fastest is printed)"
+    )
+    parser.add_argument(
+        "--breakdown",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each phase of replay's fast path over the first N submissions",
     )
     args = parser.parse_args()
     if args.database_url:

@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from engine.canonical import canonical_bytes
+from engine.canonical import canonical_bytes, canonical_bytes_of_plain, canonicalize_value
 from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
-from ledger.store.hashing import canonical_text, text_sha256
+from ledger.store.hashing import canonical_text, quote, text_sha256
 from ledger.store.records import SubmissionDraft
 
 __all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run", "whole_run_identical"]
@@ -221,9 +221,56 @@ def whole_run_identical(
         entry = rebuilt.get(kind)
         if text is None or entry is None:
             return False
-        if text != (entry.canonical if entry.canonical is not None else canonical_text(entry.payload)):
+        if entry.canonical is not None:
+            if text != entry.canonical:
+                return False
+        elif not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash):
             return False
     return _steps_identical(step_hashes, step_texts, result)
+
+
+def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str) -> bool:
+    """``text`` equals the canonical text of the rebuilt ``payload``.
+
+    A member of the payload that is ``hashed`` (the very object, e.g. the replayed verdict) is not
+    serialised again: the canonical texts of the other members fix where its text lies in
+    ``text``, and that slice must hash to ``digest``, the SHA-256 the engine made of the member's
+    canonical bytes (``roots.verdict_hash``), as stored steps are proved by their hashes. Payloads
+    of another shape (no such member, keys that are not plain ASCII strings) are serialised whole.
+    """
+    keys = sorted(key for key, value in payload.items() if value is not None) if type(payload) is dict else ()
+    if not any(payload[key] is hashed for key in keys) or not all(
+        type(key) is str and key.isascii() for key in keys
+    ):
+        return text.encode("utf-8") == _rebuilt_bytes(payload)
+    head, tail, member = ["{"], [], None
+    for key in keys:
+        value = payload[key]
+        if member is None and value is hashed:
+            member = key
+            head.append(f"{quote(key)}:")
+            continue
+        text_of = f"{quote(key)}:{_rebuilt_bytes(value).decode('utf-8')}"
+        if member is None:
+            head.append(f"{text_of},")
+        else:
+            tail.append(f",{text_of}")
+    tail.append("}")
+    prefix, suffix = "".join(head), "".join(tail)
+    if len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
+        return False
+    return text_sha256(text[len(prefix) : len(text) - len(suffix)]) == digest
+
+
+def _rebuilt_bytes(payload: Any) -> bytes:
+    """The store's canonical bytes of a rebuilt payload (``canonical_text(payload)``), in one walk.
+
+    :func:`~engine.canonical.canonicalize_value` reads models field by field and drops None members
+    as it goes, so a payload holding nulls (the audit's check details, evaluation variables) is not
+    dumped, serialised and pruned twice; the engine property-tests this pair against
+    :func:`~engine.canonical.canonical_bytes`, which ``canonical_text`` is.
+    """
+    return canonical_bytes_of_plain(canonicalize_value(payload))
 
 
 def compare_run(stored: StoredArtifacts, result: PipelineResult, draft: SubmissionDraft) -> Outcome:

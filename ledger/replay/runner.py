@@ -48,6 +48,7 @@ __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
 
 ReplayStatus = Literal["identical", "diverged", "version_drift", "error"]
 MAX_RESULTS = 1000
+FIRST_PAGE_SIZE = 50  # submissions; replay starts on these while the first full page is read
 AUTO_PARALLEL_MIN = 1000  # submissions; below this, replaying inline beats starting workers
 
 _AUDITOR = AuditorAgent()
@@ -116,7 +117,7 @@ def _load(text: str | None, kind: str) -> dict[str, Any]:
     return value
 
 
-_COMPARED_KINDS = ("submission.received", "audit.completed", "verdict.issued")
+_RECEIVED, _AUDIT, _VERDICT = _COMPARED_KINDS = ("submission.received", "audit.completed", "verdict.issued")
 
 
 def _pipeline(decoded: DecodedEnvelope) -> PipelineResult:
@@ -143,9 +144,9 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
     surrogate has no UTF-8 form: the exact path walks it). Any other outcome (None) is decided by
     the exact path, :func:`_replay_exact`.
     """
-    if case.received is None:
+    if case.received is None or case.audit is None or case.verdict is None:
         return None
-    texts = dict(zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True))
+    texts = {_RECEIVED: case.received, _AUDIT: case.audit, _VERDICT: case.verdict}
     try:
         raw = case.received.encode("utf-8")
         received = orjson.loads(raw)
@@ -154,30 +155,32 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
         decoded = decode_stored_inputs(received, raw)
         result = _pipeline(decoded)
         draft = submission_draft(decoded, result, None)
+        identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft)
     except Exception:  # whatever fails here, the exact path fails the same way and says why
         return None
-    return result if whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft) else None
+    return result if identical else None
 
 
 def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
     """Replay one stored submission (pure apart from ``live`` reasoning calls)."""
-    failed = SubmissionReplay(
+    recorded = case.recorded_engine_version
+    reasoning = tuple(replay_reasoning(seq, text, live=live) for seq, text in case.reasoning)
+    fast = _identical_fast(case)
+    status: ReplayStatus = "error"
+    if fast is not None:
+        status = "version_drift" if recorded != fast.engine_version else "identical"
+    outcome = SubmissionReplay(
         submission_id=case.submission_id,
         market_id=case.market_id,
         first_seq=case.first_seq,
-        status="error",
-        recorded_engine_version=case.recorded_engine_version,
+        status=status,
+        recorded_engine_version=recorded,
         steps=len(case.step_texts),
         head_stream_seq=case.head_stream_seq,
-        reasoning=tuple(replay_reasoning(seq, text, live=live) for seq, text in case.reasoning),
+        por_root=None if fast is None else fast.roots.por_root,
+        reasoning=reasoning,
     )
-    fast = _identical_fast(case)
-    if fast is not None:
-        status: ReplayStatus = (
-            "version_drift" if case.recorded_engine_version != fast.engine_version else "identical"
-        )
-        return replace(failed, status=status, por_root=fast.roots.por_root)
-    return _replay_exact(case, failed)
+    return outcome if fast is not None else _replay_exact(case, outcome)
 
 
 def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionReplay:
@@ -376,9 +379,10 @@ def run_replay(
     report = ReplayReport(selection=selection, live=live)
     started = time.perf_counter()
     with snapshot(engine) as conn:
-        total, total_steps = count_selected(conn, selection)
+        # the totals only feed the progress bar and --jobs 0: not counted (a scan of every step row) otherwise
+        total, total_steps = count_selected(conn, selection) if progress is not None or jobs <= 0 else (0, 0)
         report.jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs
-        pages = iter_replay_pages(conn, selection, page_size)
+        pages = iter_replay_pages(conn, selection, page_size, first_page=min(page_size, FIRST_PAGE_SIZE))
         for item in _replayed(pages, live, report.jobs):
             report.add(item, keep_identical)
             if recorder is not None:

@@ -202,21 +202,30 @@ def _case(
 
 
 def iter_replay_pages(
-    conn: Connection[Any], selection: ReplaySelection, page_size: int = PAGE_SIZE
+    conn: Connection[Any],
+    selection: ReplaySelection,
+    page_size: int = PAGE_SIZE,
+    first_page: int | None = None,
 ) -> Iterator[list[ReplayCase]]:
-    """Pages of :class:`ReplayCase` in ledger order (audited submissions only)."""
+    """Pages of :class:`ReplayCase` in ledger order (audited submissions only).
+
+    ``first_page``: the size of the first page when it should differ from ``page_size`` (a small
+    first page lets the caller start while the next, full page is read).
+    """
     where, params = _where(selection)
     after = selection.since_seq or 0
+    limit = page_size if first_page is None else max(1, first_page)
     while True:
         heads = conn.execute(
             "SELECT e.global_seq, e.submission_id, s.market_id, s.engine_version FROM ledger_store.entries e "
             f"JOIN ledger_store.submissions s ON s.submission_id = e.submission_id WHERE {where} "
             "ORDER BY e.global_seq LIMIT %(limit)s",
-            {**params, "after": after, "limit": page_size},
+            {**params, "after": after, "limit": limit},
         ).fetchall()
         if not heads:
             return
         yield _load_page(conn, heads)
-        if len(heads) < page_size:
+        if len(heads) < limit:
             return
         after = int(heads[-1][0])
+        limit = page_size

@@ -123,3 +123,100 @@ def test_a_stored_input_changed_behind_its_hashes_diverges(member: str, field: s
     outcome = replay_case(case)
     assert outcome.status == "diverged"
     assert expected in outcome.differing
+
+
+def test_rebuilt_payload_bytes_are_the_stores_canonical_text_for_every_corpus_bundle() -> None:
+    """The fast path's one-walk canonical bytes equal ``canonical_text``, the store's, payloads with
+    None members (check details, evaluation variables) included."""
+    from ledger.replay.compare import _rebuilt_bytes
+    from tests.helpers.replay import corpus_drafts
+
+    nulls = 0
+    for draft in corpus_drafts():
+        for entry in draft.entries:
+            if entry.canonical is None:
+                assert _rebuilt_bytes(entry.payload) == canonical_text(entry.payload).encode("utf-8")
+                nulls += entry.kind == "audit.completed" and "null" in json.dumps(entry.payload, default=str)
+    assert nulls > 0  # the corpus does exercise the pruning of None members
+
+
+def test_a_stored_payload_holding_a_null_member_is_not_canonical_and_diverges() -> None:
+    """A stored audit payload that parses to the same value once nulls are dropped still differs byte
+    for byte from the canonical text: the fast path gives up and the exact path reports the payload."""
+    clean = _case(json.loads(BUNDLE.read_text()))
+    text = clean.audit or ""
+    assert text.startswith("{")
+    case = ReplayCase(**{**clean.__dict__, "audit": '{"added":null,' + text[1:]})
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "diverged"
+    assert outcome.differing == ("audit.completed payload",)
+
+
+def test_a_missing_audit_payload_is_an_error_not_a_fast_identical() -> None:
+    case = _case(json.loads(BUNDLE.read_text()))
+    missing = ReplayCase(**{**case.__dict__, "audit": None})
+    assert _identical_fast(missing) is None
+    outcome = replay_case(missing)
+    assert (outcome.status, outcome.error) == (
+        "error",
+        "stored inputs cannot be replayed: no audit.completed entry",
+    )
+
+
+def test_a_missing_step_row_diverges() -> None:
+    case = _case(json.loads(BUNDLE.read_text()))
+    short = ReplayCase(
+        **{
+            **case.__dict__,
+            "step_ids": case.step_ids[:-1],
+            "step_hashes": case.step_hashes[:-1],
+            "step_texts": case.step_texts[:-1],
+        }
+    )
+    assert _identical_fast(short) is None
+    outcome = replay_case(short)
+    assert outcome.status == "diverged"
+    assert outcome.steps == len(case.step_texts) - 1
+
+
+def test_the_verdict_member_proved_by_its_hash_matches_exactly_what_serialising_it_would() -> None:
+    """The stored verdict payload's ``verdict`` member is checked against ``roots.verdict_hash``
+    instead of being serialised again: same answer as the whole-text comparison, for the payload as
+    stored and for texts changed inside, before and after that member."""
+    from ledger.replay.compare import _matches_rebuilt
+    from ledger.store.drafts import submission_draft
+
+    header = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": ENVELOPE_SCHEMA_VERSION}
+    decoded = decode_envelope(json.dumps({**header, **json.loads(BUNDLE.read_text())}).encode())
+    result = run_pipeline(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
+    [entry] = [e for e in submission_draft(decoded, result, None).entries if e.kind == "verdict.issued"]
+    assert entry.payload["verdict"] is result.verdict  # the member the hash stands for
+    stored = canonical_text(entry.payload)
+    verdict = canonical_text(result.verdict)
+    changed = [
+        stored.replace(verdict, verdict.replace('"confidence":', '"confidence":0.0,"x":', 1)),
+        stored.replace(verdict, verdict + " "),
+        stored.replace('"roots":{', '"roots":{"a":1,', 1),
+        stored[:-1] + ',"zz":1}',
+        stored[:-1],
+        "{}",
+    ]
+    assert _matches_rebuilt(stored, entry.payload, result.verdict, result.roots.verdict_hash)
+    for text in changed:
+        assert text != stored
+        assert not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash)
+    # a payload without that member is serialised whole
+    assert _matches_rebuilt(stored, entry.payload, object(), "0x00")
+    assert not _matches_rebuilt(changed[0], entry.payload, object(), "0x00")
+
+
+def test_a_stored_verdict_with_another_outcome_diverges() -> None:
+    clean = _case(json.loads(BUNDLE.read_text()))
+    verdict = json.loads(clean.verdict or "")
+    verdict["verdict"]["confidence"] = 0.123
+    case = ReplayCase(**{**clean.__dict__, "verdict": canonical_text(verdict)})
+    assert _identical_fast(case) is None
+    outcome = replay_case(case)
+    assert outcome.status == "diverged"
+    assert outcome.differing and outcome.first is not None

@@ -29,8 +29,7 @@ from typing import Any, Final, NamedTuple
 
 from pydantic import BaseModel
 
-from engine.auditor.checks import failed as check_failed
-from engine.auditor.checks import passed as check_passed
+from engine.auditor import checks as _checks
 from engine.commitments import step_hash
 from engine.schemas import (
     ChallengeRef,
@@ -180,7 +179,7 @@ class _Findings:
             return
         index, step_id, message, evidence_id = failure
         details = {"leaf_index": index, "step_id": step_id, "evidence_id": evidence_id}
-        self.checks.append(check_failed(check_id, message, details))
+        self.checks.append(_checks.failed(check_id, message, details))
         if self.challenge is None:
             self.challenge = trusted(
                 ChallengeRef,
@@ -234,7 +233,7 @@ class TracePolicyVerifier:
         if ok:
             message = f"{count} step(s) satisfy every trace policy rule"
             details = {"rules": findings.rules, "steps": count}
-            findings.checks.append(check_passed("trace.policy", message, details))
+            findings.checks.append(_checks.passed("trace.policy", message, details))
         else:
             failed_ids = [check.check_id for check in findings.checks]
             error = trusted(
@@ -297,10 +296,10 @@ class TracePolicyVerifier:
                 return False
             if check_external and holds_key(inputs, EXTERNAL_FACT_KEYS, 0):
                 return False
-            if not _VERDICT_KEYS.isdisjoint(output):
+            if not VERDICT_KEYS.isdisjoint(output):
                 return False
             variables = output.get("evaluation_variables")
-            if variables is not None and is_mapping(variables) and not _VERDICT_KEYS.isdisjoint(variables):
+            if variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
                 return False
             earlier.add(step_id)
             previous = number
@@ -348,14 +347,12 @@ RULES = (
 )
 """Every rule, in the order :meth:`TracePolicyVerifier.verify` records them."""
 VERDICT_KEYS: Final = frozenset(VERDICT_ORDER)
-_VERDICT_KEYS: Final = VERDICT_KEYS
-_holds_key, _is_mapping = holds_key, is_mapping  # the names the tests use
 
 
 def _passing(count: int) -> VerificationResult:
     """The result of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
     message = f"{count} step(s) satisfy every trace policy rule"
-    check = check_passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+    check = _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
     return trusted(VerificationResult, ok=True, checks=[check], challenge=None, error=None)
 
 

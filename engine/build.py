@@ -47,6 +47,7 @@ COMPILED_MODULES = (
     "engine/jsonio.py",
     "engine/schemas/trusted.py",
     "engine/auditor/agent.py",
+    "engine/auditor/checks.py",
     "engine/auditor/record.py",
     "engine/auditor/analysis.py",
     "engine/auditor/report.py",

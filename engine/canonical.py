@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, get_args
+from typing import Any, Final, get_args
 
 import orjson
 from pydantic import BaseModel, RootModel
@@ -106,8 +106,9 @@ def canonicalize_value(value: Any, path: str = "$") -> Any:
         return _canonicalize_reference(value, path)
 
 
-_PASS_THROUGH = frozenset({str, int, bool})
-_PASS_THROUGH_IN_LISTS = frozenset({str, int, bool, type(None)})
+_INFINITIES = (math.inf, -math.inf)  # not Final: a compiled Final float tuple reads as unset
+_PASS_THROUGH: Final = frozenset({str, int, bool})
+_PASS_THROUGH_IN_LISTS: Final = frozenset({str, int, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
@@ -158,7 +159,7 @@ def _plain(value: Any) -> Any:
     raise _NeedsSlowPath
 
 
-_ABSENT: Any = object()
+_ABSENT: Final[Any] = object()
 _DIRECT_FIELDS: dict[type, tuple[tuple[str, frozenset[type] | None], ...]] = {}
 
 
@@ -278,7 +279,6 @@ def _dump_model(model: BaseModel, path: str) -> Any:
 
 
 _encode_string = json.encoder.encode_basestring  # C escaper used by json.dumps(ensure_ascii=False)
-_INFINITIES = (math.inf, -math.inf)
 
 
 class _NeedsSlowPath(Exception):

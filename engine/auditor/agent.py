@@ -15,6 +15,7 @@ import hashlib
 from typing import Any, NamedTuple
 
 from engine.auditor.analysis import analyse
+from engine.auditor.checks import failed as check_failed
 from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimExtractor
 from engine.auditor.trace_builder import build_steps_committed
@@ -107,7 +108,7 @@ class AuditorAgent:
         checks: list[CheckResult] = []
         if policy_problems:
             message = "audit_policy settings ignored: " + "; ".join(policy_problems)
-            checks.append(CheckResult.failed("sanity.audit_policy", message, {"problems": policy_problems}))
+            checks.append(check_failed("sanity.audit_policy", message, {"problems": policy_problems}))
         checks.extend(sanity.checks)
         checks.extend(analysis.event_checks)
         checks.extend(analysis.contradictions)

@@ -10,6 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import passed as check_passed
+from engine.auditor.checks import warning as check_warning
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import Claim, ClaimSet
 from engine.auditor.reasoning.contradiction_checks import ContradictionChecker, relative_spread
@@ -105,10 +108,10 @@ def _selection_check(selection: Selection) -> CheckResult:
     }
     message = f"{policy.strategy}: {selection.message}"
     if not selection.ok:
-        return CheckResult.failed(check_id, message, details)
+        return check_failed(check_id, message, details)
     if selection.disagreement:
-        return CheckResult.warning(check_id, message + "; other candidates disagree about the event", details)
-    return CheckResult.passed(check_id, message, details)
+        return check_warning(check_id, message + "; other candidates disagree about the event", details)
+    return check_passed(check_id, message, details)
 
 
 def analyse(prompt_spec: PromptSpec, claims: ClaimSet, sanity: SanityReport, config: AuditConfig) -> Analysis:
@@ -171,7 +174,7 @@ def _deduce(event: EventSpec, primary: Selection | None, analysis: Analysis) -> 
             if value in event.outcomes:
                 outcome, observed = value, True
                 analysis.event_checks.append(
-                    CheckResult.passed("event.outcome_match", f"evidence names the listed outcome {value!r}")
+                    check_passed("event.outcome_match", f"evidence names the listed outcome {value!r}")
                 )
             else:
                 analysis.insufficient.append("outcome_not_listed")
@@ -179,17 +182,17 @@ def _deduce(event: EventSpec, primary: Selection | None, analysis: Analysis) -> 
                     f"evidence names {value!r}, which is not exactly one of the market's possible_outcomes"
                 )
                 details = {"outcomes": list(event.outcomes), "value": value}
-                analysis.event_checks.append(CheckResult.failed("event.outcome_match", message, details))
+                analysis.event_checks.append(check_failed("event.outcome_match", message, details))
     insufficient = bool(analysis.insufficient)
     if insufficient:
         observed, outcome = None, None
         message = "evidence is insufficient: " + ", ".join(analysis.insufficient)
         analysis.event_checks.append(
-            CheckResult.failed("event.evaluation", message, {"reasons": list(analysis.insufficient)})
+            check_failed("event.evaluation", message, {"reasons": list(analysis.insufficient)})
         )
     else:
         analysis.event_checks.append(
-            CheckResult.passed(
+            check_passed(
                 "event.evaluation", f"{event.kind} event evaluated from {representative_id(primary)}"
             )
         )

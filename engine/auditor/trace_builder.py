@@ -18,7 +18,7 @@ bundle). Outputs hold JSON numbers, bools and plain strings only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from engine.auditor.analysis import Analysis
 from engine.auditor.config import AuditConfig
@@ -58,6 +58,23 @@ def plan_chunks(items: int, requirements: int, max_steps: int) -> tuple[int, int
         else:
             item_chunk += 1
     return item_chunk, requirement_chunk
+
+
+_STEP_IDS: Final = tuple(f"step_{number:04d}" for number in range(1, 257))
+"""Step ids by position (a format call per step costs more than the rest of the id logic)."""
+
+
+def _step_id(number: int) -> str:
+    """``step_`` + ``number`` zero-padded to four digits."""
+    return _STEP_IDS[number - 1] if 0 < number <= len(_STEP_IDS) else f"step_{number:04d}"
+
+
+def _unique(values: Iterable[Any]) -> list[Any]:
+    """``list(dict.fromkeys(values))``: first occurrences, in order (compiled, a native loop).
+
+    ``Any``, not ``str``: a compiled build must not refuse a stray non-string id with a
+    ``TypeError`` before :meth:`_Steps._holds` can answer False for it."""
+    return list({value: None for value in values})
 
 
 def _chunks(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
@@ -106,8 +123,8 @@ class _Steps:
         evidence_ids: Iterable[str],
         prior: Iterable[str],
     ) -> str:
-        step_id = f"step_{len(self.steps) + 1:04d}"
-        cited = list(dict.fromkeys(evidence_ids)) or list(self.all_ids)
+        step_id = _step_id(len(self.steps) + 1)
+        cited = _unique(evidence_ids) or list(self.all_ids)
         if self.sound:
             self.sound = self._holds(inputs, output, cited)
         step = trusted_step(
@@ -118,7 +135,7 @@ class _Steps:
             action,
             dict(output),
             cited,
-            list(dict.fromkeys(prior)),
+            _unique(prior),
         )
         self.steps.append(step)
         if self.commit:
@@ -197,7 +214,7 @@ def build_steps_committed(
 ) -> BuiltSteps:
     """:func:`build_steps_checked` plus, with ``commit``, each step's canonical plain value and bytes
     (empty lists without it)."""
-    all_ids = list(dict.fromkeys(item.evidence_id for item in evidence.items))
+    all_ids = _unique(item.evidence_id for item in evidence.items)
     steps = _Steps(all_ids, commit)
     order = list(sanity.requirement_ids)
     item_chunk, requirement_chunk = plan_chunks(len(evidence.items), len(order), config.max_steps)
@@ -231,7 +248,7 @@ def build_steps_committed(
     for chunk in _chunks(order, requirement_chunk):
         members = [item for item in sanity.items if item.requirement_id in chunk]
         ids = [item.evidence_id for item in members]
-        prior = [extract_of[item.index] for item in members] or list(dict.fromkeys(extract_of.values()))
+        prior = [extract_of[item.index] for item in members] or _unique(extract_of.values())
         check_output = [
             {
                 "covered": any(item.requirement_id == rid for item in members),

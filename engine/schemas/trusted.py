@@ -6,7 +6,7 @@ the checks and steps built through it are the engine's most frequent models.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
@@ -19,8 +19,14 @@ M = TypeVar("M", bound=BaseModel)
 
 _Plan = tuple[dict[str, Any], int, frozenset[str], tuple[tuple[str, Any], ...]]
 _PLANS: dict[type[BaseModel], _Plan] = {}
-_set = object.__setattr__
-_new = object.__new__
+_new: Final = object.__new__
+# BaseModel's own slot descriptors, called directly: the same stores ``object.__setattr__`` makes
+# (every model inherits these slots), without its per-call attribute lookup through the class.
+# ``Final`` lets a compiled build keep them in C statics instead of reading the module dict.
+_SET_DICT: Final = BaseModel.__dict__["__dict__"].__set__
+_SET_FIELDS_SET: Final = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 _REQUIRED: Any = object()
 
 
@@ -68,10 +74,10 @@ def trusted(cls: type[M], **values: Any) -> M:
         if name not in values:
             data[name] = factory()
     instance = _new(cls)
-    _set(instance, "__dict__", data)
-    _set(instance, "__pydantic_fields_set__", set(values))
-    _set(instance, "__pydantic_extra__", None)
-    _set(instance, "__pydantic_private__", None)
+    _SET_DICT(instance, data)
+    _SET_FIELDS_SET(instance, set(values))
+    _SET_EXTRA(instance, None)
+    _SET_PRIVATE(instance, None)
     return instance
 
 
@@ -90,9 +96,8 @@ def trusted_step(
 ) -> M:
     """:func:`trusted` for a ``ReasoningStep`` built by the trace builder (no ``hash_commitment``)."""
     instance = _new(cls)
-    _set(
+    _SET_DICT(
         instance,
-        "__dict__",
         {
             "schema_version": SCHEMA_VERSION,
             "step_id": step_id,
@@ -105,9 +110,9 @@ def trusted_step(
             "hash_commitment": None,
         },
     )
-    _set(instance, "__pydantic_fields_set__", set(_STEP_FIELDS))
-    _set(instance, "__pydantic_extra__", None)
-    _set(instance, "__pydantic_private__", None)
+    _SET_FIELDS_SET(instance, set(_STEP_FIELDS))
+    _SET_EXTRA(instance, None)
+    _SET_PRIVATE(instance, None)
     return instance
 
 
@@ -125,9 +130,8 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
     ):
         return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
     instance = _new(cls)
-    _set(
+    _SET_DICT(
         instance,
-        "__dict__",
         {
             "check_id": check_id,
             "ok": ok,
@@ -136,7 +140,7 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
             "details": dict(details) if details else {},
         },
     )
-    _set(instance, "__pydantic_fields_set__", {"check_id", "ok", "severity", "message", "details"})
-    _set(instance, "__pydantic_extra__", None)
-    _set(instance, "__pydantic_private__", None)
+    _SET_FIELDS_SET(instance, {"check_id", "ok", "severity", "message", "details"})
+    _SET_EXTRA(instance, None)
+    _SET_PRIVATE(instance, None)
     return instance

@@ -212,21 +212,21 @@ _scan_values = st.recursive(
 @given(_scan_values)
 @settings(max_examples=400)
 def test_external_fact_presence_scan_agrees_with_the_path_walk(value: object) -> None:
-    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, _holds_key
+    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, holds_key
 
-    assert _holds_key(value, EXTERNAL_FACT_KEYS, 0) == (
+    assert holds_key(value, EXTERNAL_FACT_KEYS, 0) == (
         _find_key(value, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
     )
 
 
 def test_external_fact_scan_respects_the_depth_bound() -> None:
-    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, _holds_key
+    from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, _find_key, holds_key
 
     for depth in (15, 16, 17, 18):
         nested: object = {"web_search": 1}
         for _ in range(depth):
             nested = {"a": [nested]}
-        assert _holds_key(nested, EXTERNAL_FACT_KEYS, 0) == (
+        assert holds_key(nested, EXTERNAL_FACT_KEYS, 0) == (
             _find_key(nested, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
         )
 

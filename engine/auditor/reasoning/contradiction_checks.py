@@ -20,6 +20,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import passed as check_passed
+from engine.auditor.checks import warning as check_warning
 from engine.auditor.reasoning.claim_extraction import Claim, ClaimSet
 from engine.schemas import CheckResult
 
@@ -101,7 +104,7 @@ class ContradictionChecker:
             f"compared {compared['numeric']} numeric and {compared['boolean']} boolean group(s) across sources: "
             f"{len(results) or 'no'} contradiction(s)"
         )
-        results.insert(0, CheckResult.passed("contradiction.scan", message, summary))
+        results.insert(0, check_passed("contradiction.scan", message, summary))
         return results
 
     def _numeric(self, members: Sequence[Claim]) -> dict[str, Any] | None:
@@ -134,11 +137,9 @@ class ContradictionChecker:
         else:
             message = f"{key}: {sources} sources state both true and false"
         if is_error:
-            return CheckResult.failed(
+            return check_failed(
                 check_id, message + "; the event outcome depends on which source is used", details
             )
         if details["decisive"]:
-            return CheckResult.warning(
-                check_id, message + "; every value leads to the same event outcome", details
-            )
-        return CheckResult.warning(check_id, message + "; the key does not decide the event", details)
+            return check_warning(check_id, message + "; every value leads to the same event outcome", details)
+        return check_warning(check_id, message + "; the key does not decide the event", details)

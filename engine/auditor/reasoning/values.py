@@ -10,7 +10,7 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "EPOCH",
@@ -25,18 +25,18 @@ __all__ = [
     "split_path",
 ]
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MISSING: Any = object()
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+MISSING: Final[Any] = object()
 """Sentinel returned by :func:`lookup` when a path does not resolve."""
 
-_PLAIN_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_INDEX = re.compile(r"\[(\d+)\]")
-_TIME_NAMES = frozenset({"timestamp", "time", "date", "datetime", "as_of", "asof", "ts"})
-_TIME_SUFFIXES = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
+_PLAIN_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_INDEX: Final = re.compile(r"\[(\d+)\]")
+_TIME_NAMES: Final = frozenset({"timestamp", "time", "date", "datetime", "as_of", "asof", "ts"})
+_TIME_SUFFIXES: Final = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
 # Plausible observation times: 2000-01-01 .. 2100-01-01, in seconds or milliseconds since the epoch.
-_MIN_EPOCH_S = 946_684_800
-_MAX_EPOCH_S = 4_102_444_800
-_MAX_TIME_TEXT = 64
+_MIN_EPOCH_S: Final = 946_684_800
+_MAX_EPOCH_S: Final = 4_102_444_800
+_MAX_TIME_TEXT: Final = 64
 
 
 def is_finite_number(value: object) -> bool:

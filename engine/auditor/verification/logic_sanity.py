@@ -20,6 +20,9 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any, ClassVar, Final
 
+from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import passed as check_passed
+from engine.auditor.checks import warning as check_warning
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimSet, ItemClaims
 from engine.auditor.reasoning.semantics import EventSpec, derive_event_spec
@@ -137,21 +140,17 @@ class LogicSanityChecker:
         self._bundle_checks(prompt_spec, evidence, checks, insufficient)
         if claims.problems:
             checks.append(
-                CheckResult.failed(
+                check_failed(
                     "sanity.extraction_config",
                     f"{len(claims.problems)} extraction setting(s) ignored: " + "; ".join(claims.problems),
                     {"problems": list(claims.problems)},
                 )
             )
         if market.resolution_window.start > market.resolution_window.end:
-            checks.append(
-                CheckResult.failed("sanity.window_order", "resolution_window.start is after its end")
-            )
+            checks.append(check_failed("sanity.window_order", "resolution_window.start is after its end"))
             insufficient.append("window_reversed")
         else:
-            checks.append(
-                CheckResult.passed("sanity.window_order", "resolution_window.start is not after its end")
-            )
+            checks.append(check_passed("sanity.window_order", "resolution_window.start is not after its end"))
         checks.append(self._time_check(prompt_spec, items))
         checks.append(_eligibility(items))
         self._coverage(order, evidence, checks, insufficient)
@@ -237,16 +236,16 @@ class LogicSanityChecker:
     ) -> None:
         count = len(evidence.items)
         if count:
-            checks.append(CheckResult.passed("bundle.non_empty", f"bundle holds {count} evidence item(s)"))
+            checks.append(check_passed("bundle.non_empty", f"bundle holds {count} evidence item(s)"))
         else:
-            checks.append(CheckResult.failed("bundle.non_empty", "bundle holds no evidence items"))
+            checks.append(check_failed("bundle.non_empty", "bundle holds no evidence items"))
             insufficient.append("empty_bundle")
         market_id = prompt_spec.market.market_id
         if evidence.market_id == market_id:
-            checks.append(CheckResult.passed("bundle.market_id", f"bundle is for market {market_id}"))
+            checks.append(check_passed("bundle.market_id", f"bundle is for market {market_id}"))
         else:
             message = f"bundle is for market {evidence.market_id!r}, the prompt spec for {market_id!r}"
-            checks.append(CheckResult.failed("bundle.market_id", message))
+            checks.append(check_failed("bundle.market_id", message))
             insufficient.append("market_id_mismatch")
         duplicates = evidence.duplicate_evidence_ids()
         if duplicates:
@@ -254,12 +253,10 @@ class LogicSanityChecker:
                 "evidence ids occur more than once, so steps cannot cite them unambiguously: "
                 + ", ".join(duplicates)
             )
-            checks.append(
-                CheckResult.failed("bundle.unique_evidence_ids", message, {"duplicates": duplicates})
-            )
+            checks.append(check_failed("bundle.unique_evidence_ids", message, {"duplicates": duplicates}))
             insufficient.append("duplicate_evidence_ids")
         else:
-            checks.append(CheckResult.passed("bundle.unique_evidence_ids", "every evidence id is unique"))
+            checks.append(check_passed("bundle.unique_evidence_ids", "every evidence id is unique"))
 
     def _time_check(self, prompt_spec: PromptSpec, items: Sequence[ItemAssessment]) -> CheckResult:
         window = prompt_spec.market.resolution_window
@@ -275,20 +272,18 @@ class LogicSanityChecker:
         excluded = details.get("outside_window", []) + details.get("fetched_before_window", [])
         unknown = details.get("fetched_after_window", []) + details.get("no_timestamp", [])
         if excluded:
-            return CheckResult.warning(
+            return check_warning(
                 "sanity.time_window",
                 f"{len(excluded)} item(s) observed outside the window were excluded",
                 details,
             )
         if unknown:
-            return CheckResult.warning(
+            return check_warning(
                 "sanity.time_window",
                 f"{len(unknown)} item(s) have no observation time inside the payload",
                 details,
             )
-        return CheckResult.passed(
-            "sanity.time_window", "every timed observation falls within the window", details
-        )
+        return check_passed("sanity.time_window", "every timed observation falls within the window", details)
 
     @staticmethod
     def _coverage(
@@ -298,13 +293,11 @@ class LogicSanityChecker:
         missing = [requirement_id for requirement_id in order if requirement_id not in present]
         if missing:
             message = "no evidence item for requirement(s): " + ", ".join(missing)
-            checks.append(CheckResult.failed("sanity.requirement_coverage", message, {"missing": missing}))
+            checks.append(check_failed("sanity.requirement_coverage", message, {"missing": missing}))
             insufficient.extend(f"requirement_missing:{requirement_id}" for requirement_id in missing)
         else:
             message = f"each of {len(order)} requirement(s) has at least one evidence item"
-            checks.append(
-                CheckResult.passed("sanity.requirement_coverage", message, {"requirements": list(order)})
-            )
+            checks.append(check_passed("sanity.requirement_coverage", message, {"requirements": list(order)}))
 
     @staticmethod
     def _event_variables(
@@ -315,12 +308,12 @@ class LogicSanityChecker:
         if usable:
             details["evidence_ids"] = usable
             message = f"{len(usable)} item(s) of {primary} carry a usable {event.needed_kind} value"
-            return CheckResult.passed("sanity.event_variables", message, details)
+            return check_passed("sanity.event_variables", message, details)
         reasons = [f"{item.evidence_id}: {item.reason}" for item in items if item.requirement_id == primary]
         details["excluded"] = reasons
         insufficient.append("value_missing")
         message = f"no item of {primary} carries a usable {event.needed_kind} value"
-        return CheckResult.failed(
+        return check_failed(
             "sanity.event_variables", message + (" (" + "; ".join(reasons) + ")" if reasons else ""), details
         )
 
@@ -330,8 +323,8 @@ class LogicSanityChecker:
         bad_items = [item.evidence_id for item in items if item.reason == "confidence_out_of_bounds"]
         if bad_claims or bad_items:
             details = {"claim_ids": bad_claims, "evidence_ids": bad_items}
-            return CheckResult.failed("sanity.confidence_bounds", "confidence outside [0, 1]", details)
-        return CheckResult.passed(
+            return check_failed("sanity.confidence_bounds", "confidence outside [0, 1]", details)
+        return check_passed(
             "sanity.confidence_bounds", "every claim and evidence confidence is within [0, 1]"
         )
 
@@ -344,18 +337,16 @@ def _eligibility(items: Sequence[ItemAssessment]) -> CheckResult:
             excluded.setdefault(item.reason, []).append(item.evidence_id)
     usable = sum(1 for item in items if item.eligible)
     if not excluded:
-        return CheckResult.passed(
-            "sanity.eligibility", f"all {usable} item(s) are usable", {"usable": usable}
-        )
+        return check_passed("sanity.eligibility", f"all {usable} item(s) are usable", {"usable": usable})
     reasons = "; ".join(f"{reason}: {', '.join(ids)}" for reason, ids in excluded.items())
     message = f"{len(items) - usable} of {len(items)} item(s) excluded ({reasons})"
-    return CheckResult.warning("sanity.eligibility", message, {"excluded": excluded, "usable": usable})
+    return check_warning("sanity.eligibility", message, {"excluded": excluded, "usable": usable})
 
 
 def _event_checks(event: EventSpec) -> list[CheckResult]:
     """The threshold and comparator checks, built fresh from the event's cached recipe."""
     return [
-        _MAKERS[severity](check_id, message, dict(details))
+        _make(severity, check_id, message, dict(details))
         for severity, check_id, message, details in _event_recipe(event, _value_type(event))
     ]
 
@@ -364,7 +355,17 @@ def _value_type(event: EventSpec) -> str:
     return type(event.threshold.value).__name__ if event.threshold is not None else ""
 
 
-_MAKERS = {"passed": CheckResult.passed, "warning": CheckResult.warning, "failed": CheckResult.failed}
+def _make(severity: str, check_id: str, message: str, details: dict[str, Any]) -> CheckResult:
+    """The check of that severity name (direct calls: a compiled build makes them native)."""
+    if severity == "passed":
+        return check_passed(check_id, message, details)
+    if severity == "warning":
+        return check_warning(check_id, message, details)
+    if severity == "failed":
+        return check_failed(check_id, message, details)
+    raise KeyError(severity)
+
+
 _Recipe = tuple[tuple[str, str, str, dict[str, Any]], tuple[str, str, str, dict[str, Any]]]
 
 

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from pydantic import BaseModel
 
+from engine.auditor import checks as _checks
 from engine.commitments import step_hash
 from engine.schemas import (
     ChallengeRef,
@@ -45,16 +46,16 @@ from engine.schemas.trusted import trusted
 
 __all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "VERDICT_KEYS", "TracePolicyVerifier", "holds_key"]
 
-STEP_TYPES = frozenset({"search", "extract", "check", "deduce", "aggregate", "map"})
-EXTERNAL_FACT_KEYS = frozenset(
+STEP_TYPES: Final = frozenset({"search", "extract", "check", "deduce", "aggregate", "map"})
+EXTERNAL_FACT_KEYS: Final = frozenset(
     {"external_facts", "external_sources", "external_data", "web_search", "search_results", "llm_knowledge",
      "assumed_facts", "background_knowledge"}
 )  # fmt: skip
 VERDICT_ORDER = ("outcome", "preliminary_outcome", "recommended_outcome", "verdict")
 REQUIRED_VARIABLES = ("source_summary", "conflict_detected", "insufficient_evidence")
 OPTIONAL_VARIABLES = ("event_observed", "numeric_value", "timestamp")
-_STEP_ID = re.compile(r"step_(\d{1,9})")
-_MAX_SCAN_DEPTH = 16
+_STEP_ID: Final = re.compile(r"step_(\d{1,9})")
+_MAX_SCAN_DEPTH: Final = 16
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -103,11 +104,11 @@ def _string_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+_LEAF_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 _STR_ONLY = {str}
 
 
-def _is_mapping(value: Any) -> bool:
+def is_mapping(value: Any) -> bool:
     kind = type(value)
     return kind is dict or (kind not in _LEAF_TYPES and kind is not list and isinstance(value, Mapping))
 
@@ -117,7 +118,7 @@ def _is_container(value: Any) -> bool:
     return kind is dict or kind is list or (kind not in _LEAF_TYPES and isinstance(value, (list, Mapping)))
 
 
-def _holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
+def holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
     """Whether :func:`_find_key` would find a key: the same walk, without paths or ordering."""
     if depth > _MAX_SCAN_DEPTH:
         return False
@@ -128,14 +129,14 @@ def _holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
         children: Any = value.values()
     elif kind is list or isinstance(value, list):
         children = value
-    elif _is_mapping(value):
+    elif is_mapping(value):
         if not keys.isdisjoint(value):
             return True
         children = value.values()
     else:
         return False
     for child in children:  # noqa: SIM110 (a plain loop is faster than any() on this hot path)
-        if type(child) not in _LEAF_TYPES and _holds_key(child, keys, depth + 1):
+        if type(child) not in _LEAF_TYPES and holds_key(child, keys, depth + 1):
             return True
     return False
 
@@ -151,7 +152,7 @@ def _find_key(value: Any, keys: frozenset[str], path: str, depth: int) -> str | 
                 if found:
                     return found
         return None
-    if not _is_mapping(value):
+    if not is_mapping(value):
         return None
     if not keys.isdisjoint(value):
         return f"{path}.{min(key for key in value if key in keys)}"
@@ -178,7 +179,7 @@ class _Findings:
             return
         index, step_id, message, evidence_id = failure
         details = {"leaf_index": index, "step_id": step_id, "evidence_id": evidence_id}
-        self.checks.append(CheckResult.failed(check_id, message, details))
+        self.checks.append(_checks.failed(check_id, message, details))
         if self.challenge is None:
             self.challenge = trusted(
                 ChallengeRef,
@@ -232,7 +233,7 @@ class TracePolicyVerifier:
         if ok:
             message = f"{count} step(s) satisfy every trace policy rule"
             details = {"rules": findings.rules, "steps": count}
-            findings.checks.append(CheckResult.passed("trace.policy", message, details))
+            findings.checks.append(_checks.passed("trace.policy", message, details))
         else:
             failed_ids = [check.check_id for check in findings.checks]
             error = trusted(
@@ -293,12 +294,12 @@ class TracePolicyVerifier:
                     return False
             if known and not evidence_ids:
                 return False
-            if check_external and _holds_key(inputs, EXTERNAL_FACT_KEYS, 0):
+            if check_external and holds_key(inputs, EXTERNAL_FACT_KEYS, 0):
                 return False
-            if not _VERDICT_KEYS.isdisjoint(output):
+            if not VERDICT_KEYS.isdisjoint(output):
                 return False
             variables = output.get("evaluation_variables")
-            if variables is not None and _is_mapping(variables) and not _VERDICT_KEYS.isdisjoint(variables):
+            if variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
                 return False
             earlier.add(step_id)
             previous = number
@@ -345,14 +346,13 @@ RULES = (
     "trace.hash_commitments",
 )
 """Every rule, in the order :meth:`TracePolicyVerifier.verify` records them."""
-_VERDICT_KEYS = VERDICT_KEYS = frozenset(VERDICT_ORDER)
-holds_key, is_mapping = _holds_key, _is_mapping
+VERDICT_KEYS: Final = frozenset(VERDICT_ORDER)
 
 
 def _passing(count: int) -> VerificationResult:
     """The result of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
     message = f"{count} step(s) satisfy every trace policy rule"
-    check = CheckResult.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+    check = _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
     return trusted(VerificationResult, ok=True, checks=[check], challenge=None, error=None)
 
 
@@ -365,7 +365,7 @@ def _schema(views: Sequence[_View]) -> Failure:
             problems.append(f"type must be one of {', '.join(sorted(STEP_TYPES))}")
         if not isinstance(view.action, str):
             problems.append("action must be a string")
-        if not _is_mapping(view.inputs) or not _is_mapping(view.output):
+        if not is_mapping(view.inputs) or not is_mapping(view.output):
             problems.append("inputs and output must be objects")
         if not _string_list(view.evidence_ids) or not _string_list(view.prior_step_ids):
             problems.append("evidence_ids and prior_step_ids must be lists of strings")
@@ -429,7 +429,7 @@ def _external(views: Sequence[_View], allowed: bool) -> Failure:
     if allowed:
         return None
     for index, view in enumerate(views):
-        if not _holds_key(view.inputs, EXTERNAL_FACT_KEYS, 0):
+        if not holds_key(view.inputs, EXTERNAL_FACT_KEYS, 0):
             continue
         found = _find_key(view.inputs, EXTERNAL_FACT_KEYS, "inputs", 0)
         if found:
@@ -440,10 +440,10 @@ def _external(views: Sequence[_View], allowed: bool) -> Failure:
 def _verdicts(views: Sequence[_View]) -> Failure:
     for index, view in enumerate(views):
         output = view.output
-        if not _is_mapping(output):
+        if not is_mapping(output):
             continue
         variables = output.get("evaluation_variables")
-        scopes = [output] + ([variables] if _is_mapping(variables) else [])
+        scopes = [output] + ([variables] if is_mapping(variables) else [])
         for scope in scopes:
             for key in VERDICT_ORDER:
                 if key in scope:

@@ -1,0 +1,33 @@
+"""The auditor's check constructors: ``CheckResult.passed`` / ``warning`` / ``failed`` as compiled calls.
+
+Each function returns exactly what the classmethod of the same name returns (both go through
+:func:`engine.schemas.trusted.trusted_check`), so a check built here equals one built there. The
+classmethods live on a Pydantic model and stay interpreted; compiled auditor modules (``make
+compile``) call these instead, natively, without an interpreted frame and argument parsing per check.
+The parameters are ``Any`` for the reason ``trusted_check`` gives: a value of the wrong type must
+reach validation, not stop at a compiled type check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.schemas import CheckResult
+from engine.schemas.trusted import trusted_check
+
+__all__ = ["failed", "passed", "warning"]
+
+
+def passed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
+    """``CheckResult.passed``: a passing check (severity info)."""
+    return trusted_check(CheckResult, check_id, True, "info", message, details)
+
+
+def warning(check_id: Any, message: Any, details: Any = None) -> CheckResult:
+    """``CheckResult.warning``: a passing check that deserves attention (severity warn)."""
+    return trusted_check(CheckResult, check_id, True, "warn", message, details)
+
+
+def failed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
+    """``CheckResult.failed``: a failing check (severity error)."""
+    return trusted_check(CheckResult, check_id, False, "error", message, details)

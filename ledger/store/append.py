@@ -322,8 +322,18 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
         for offer, stored in new:
-            for entry, prepared, body in zip(stored, offer.entries, offer.step_columns(), strict=True):
-                copy.write_row((*_entry_row(entry, prepared.payload_canonical), *body))
+            seq, submission_id, version = (
+                stored[0].global_seq,
+                offer.submission_id,
+                offer.draft.engine_version,
+            )
+            for e, body in zip(offer.entries, offer.step_columns(), strict=True):
+                # ENTRY_WRITE_COLUMNS, then STEP_WRITE_COLUMNS (NULLs unless a trace.step)
+                copy.write_row(
+                    (seq, submission_id, e.stream_seq, e.kind, e.payload_canonical, e.payload_hash, e.prev_hash,
+                     e.entry_hash, version, *body)
+                )  # fmt: skip
+                seq += 1
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:

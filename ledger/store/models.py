@@ -98,7 +98,12 @@ class Submission(Base):
 
 
 class Entry(Base):
-    """One ledger entry: gapless ``global_seq``, per-submission ``stream_seq`` and hash chain."""
+    """One ledger entry: gapless ``global_seq``, per-submission ``stream_seq`` and hash chain.
+
+    A ``trace.step`` entry also holds its step body (``step_index`` … ``canonical_step``; NULL on
+    every other kind), one row per step since revision 0008: ``ledger_store.trace_steps`` is a view
+    of them. No foreign keys on them: the append writes the body with its entry in one row.
+    """
 
     __tablename__ = "entries"
     __table_args__ = (
@@ -118,13 +123,6 @@ class Entry(Base):
         CheckConstraint(STEP_COLUMNS_CHECK, name="step_columns"),
         CheckConstraint("step_index >= 0", name="step_index_nonnegative"),
         CheckConstraint(hex32_check("step_hash"), name="step_hash_hex"),
-        Index(
-            "uq_entries_submission_id_step_index",
-            "submission_id",
-            "step_index",
-            unique=True,
-            postgresql_where=text("kind = 'trace.step'"),
-        ),
     )
 
     global_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)

@@ -134,6 +134,20 @@ def test_down_and_up_on_a_ledger_with_data_keeps_every_step_and_hash(migrated_da
     assert code == 0, report["problems"]
 
 
+def test_verify_names_a_repeated_step_index_now_that_no_key_refuses_it(migrated_database_url: str) -> None:
+    url = migrated_database_url
+    [stored] = build_ledger(url, limit=1)
+    assert stored.steps >= 2
+    tamper(
+        url,
+        "UPDATE ledger_store.entries SET step_index = 0 WHERE submission_id = %(s)s AND step_index = 1",
+        {"s": stored.submission_id},
+    )
+    code, report = ledger_json(url, "verify")
+    assert code != 0
+    assert {"step_index_gap", "step_entry_mismatch"} <= {p["code"] for p in report["problems"]}
+
+
 def test_the_upgrade_refuses_step_rows_that_do_not_pair_with_entries(migrated_database_url: str) -> None:
     url = migrated_database_url
     with LedgerStore(url) as store:

@@ -33,7 +33,7 @@ from ledger.store.records import (
     ENTRY_WRITE_COLUMNS,
     FOLLOW_UP_KINDS,
     MAX_GLOBAL_SEQ_SQL,
-    STEP_COLUMNS,
+    STEP_WRITE_COLUMNS,
     SUBMISSION_WRITE_COLUMNS,
     AppendResult,
     ConflictRecord,
@@ -76,6 +76,13 @@ class PreparedSubmission:
     entries: tuple[PreparedEntry, ...]
     step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
 
+    def step_columns(self) -> list[tuple[Any, ...]]:
+        """Per entry, its ``STEP_WRITE_COLUMNS`` values: the step body on ``trace.step`` entries, else NULLs."""
+        columns: list[tuple[Any, ...]] = [_NO_STEP] * len(self.entries)
+        for position, *body in self.step_rows:
+            columns[position] = tuple(body)
+        return columns
+
     def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
         """The entries as they are stored when the first gets ``first_seq``."""
         version = self.draft.engine_version
@@ -106,6 +113,7 @@ def _canonical(value: Any, where: str) -> str:
 
 
 _SCALARS = (str, int, bool)
+_NO_STEP: tuple[Any, ...] = (None,) * len(STEP_WRITE_COLUMNS.split(","))
 
 
 def _entry_canonical(entry: EntryDraft, where: str) -> str:
@@ -272,22 +280,25 @@ def _record_conflict(
 
 
 def _copy_entries(cur: Cursor[Any], rows: Iterable[tuple[StoredEntry, str]]) -> None:
-    """COPY entries, each a stored entry with its canonical payload text (``ENTRY_WRITE_COLUMNS`` order)."""
+    """COPY entries without step bodies (follow-ups), each a stored entry with its canonical payload text."""
     with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
         for entry, text in rows:
-            copy.write_row(
-                (
-                    entry.global_seq,
-                    entry.submission_id,
-                    entry.stream_seq,
-                    entry.kind,
-                    text,
-                    entry.payload_hash,
-                    entry.prev_hash,
-                    entry.entry_hash,
-                    entry.engine_version,
-                )
-            )
+            copy.write_row(_entry_row(entry, text))
+
+
+def _entry_row(entry: StoredEntry, text: str) -> tuple[Any, ...]:
+    """An entry's ``ENTRY_WRITE_COLUMNS`` values."""
+    return (
+        entry.global_seq,
+        entry.submission_id,
+        entry.stream_seq,
+        entry.kind,
+        text,
+        entry.payload_hash,
+        entry.prev_hash,
+        entry.entry_hash,
+        entry.engine_version,
+    )
 
 
 def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]) -> None:
@@ -306,20 +317,23 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
                     *_operational(draft),
                 )
             )
-    _copy_entries(
-        cur,
-        (
-            (entry, prepared.payload_canonical)
-            for offer, stored in new
-            for entry, prepared in zip(stored, offer.entries, strict=True)
-        ),
-    )
-    if any(offer.step_rows for offer, _ in new):
-        with cur.copy(f"COPY ledger_store.trace_steps ({STEP_COLUMNS}) FROM STDIN") as copy:
-            for offer, stored in new:
-                first_seq = stored[0].global_seq
-                for position, *rest in offer.step_rows:
-                    copy.write_row((offer.submission_id, rest[0], first_seq + position, *rest[1:]))
+    # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
+    with cur.copy(
+        f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
+    ) as copy:
+        for offer, stored in new:
+            seq, submission_id, version = (
+                stored[0].global_seq,
+                offer.submission_id,
+                offer.draft.engine_version,
+            )
+            for e, body in zip(offer.entries, offer.step_columns(), strict=True):
+                # ENTRY_WRITE_COLUMNS, then STEP_WRITE_COLUMNS (NULLs unless a trace.step)
+                copy.write_row(
+                    (seq, submission_id, e.stream_seq, e.kind, e.payload_canonical, e.payload_hash, e.prev_hash,
+                     e.entry_hash, version, *body)
+                )  # fmt: skip
+                seq += 1
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:

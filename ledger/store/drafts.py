@@ -1,7 +1,7 @@
 """Audit a validated envelope with the engine pipeline and shape the ledger drafts.
 
 A submission's entries, in stream order: ``submission.received`` (canonical inputs and their
-hashes), one ``trace.step`` per step (paired with its ``trace_steps`` row), ``audit.completed``
+hashes), one ``trace.step`` per step (its row also holds the step body), ``audit.completed``
 (VerificationResult, roots, evaluation_variables, the trace header) and ``verdict.issued``.
 The reasoning stage's follow-up ``reasoning.verified`` entry is shaped here too
 (:func:`reasoning_result_entry`, :func:`reasoning_not_applicable_entry`).

@@ -54,6 +54,12 @@ def hex32_check(column: str) -> str:
 
 
 KIND_CHECK = "kind IN (" + ", ".join(f"'{kind}'" for kind in ENTRY_KINDS) + ")"
+STEP_BODY_COLUMNS = ("step_index", "step_id", "step_type", "evidence_ids", "step_hash", "canonical_step")
+STEP_COLUMNS_CHECK = (
+    f"num_nulls({', '.join(STEP_BODY_COLUMNS)}) = "
+    f"CASE WHEN kind = 'trace.step' THEN 0 ELSE {len(STEP_BODY_COLUMNS)} END"
+)
+"""The step body columns are all set on a ``trace.step`` entry and all NULL on any other."""
 
 
 class Base(DeclarativeBase):
@@ -92,7 +98,12 @@ class Submission(Base):
 
 
 class Entry(Base):
-    """One ledger entry: gapless ``global_seq``, per-submission ``stream_seq`` and hash chain."""
+    """One ledger entry: gapless ``global_seq``, per-submission ``stream_seq`` and hash chain.
+
+    A ``trace.step`` entry also holds its step body (``step_index`` … ``canonical_step``; NULL on
+    every other kind), one row per step since revision 0008: ``ledger_store.trace_steps`` is a view
+    of them. No foreign keys on them: the append writes the body with its entry in one row.
+    """
 
     __tablename__ = "entries"
     __table_args__ = (
@@ -109,6 +120,9 @@ class Entry(Base):
             "global_seq",
             postgresql_where=text("kind <> 'trace.step'"),
         ),
+        CheckConstraint(STEP_COLUMNS_CHECK, name="step_columns"),
+        CheckConstraint("step_index >= 0", name="step_index_nonnegative"),
+        CheckConstraint(hex32_check("step_hash"), name="step_hash_hex"),
     )
 
     global_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
@@ -125,30 +139,13 @@ class Entry(Base):
     engine_version: Mapped[str] = mapped_column(Text)
     # operational, not committed
     appended_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-
-
-class TraceStep(Base):
-    """One reasoning step of a submission; its ``trace.step`` entry is ``global_seq``.
-
-    No foreign keys here: each would take a row lock (and a WAL record) per step on COPY, measured
-    at about a fifth of the server's append cost. The append path writes a step row and its entry
-    in the same transaction, and verify checks the pairing.
-    """
-
-    __tablename__ = "trace_steps"
-    __table_args__ = (
-        CheckConstraint("step_index >= 0", name="step_index_nonnegative"),
-        CheckConstraint(hex32_check("step_hash"), name="step_hash_hex"),
-    )
-
-    submission_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    step_index: Mapped[int] = mapped_column(Integer, primary_key=True)
-    global_seq: Mapped[int] = mapped_column(BigInteger, unique=True)
-    step_id: Mapped[str] = mapped_column(Text)
-    step_type: Mapped[str] = mapped_column(Text)
-    evidence_ids: Mapped[list[str]] = mapped_column(ARRAY(Text))
-    step_hash: Mapped[str] = mapped_column(Text)
-    canonical_step: Mapped[str] = mapped_column(Text)
+    # the step body, on trace.step entries only (committed through step_hash, which the payload holds)
+    step_index: Mapped[int | None] = mapped_column(Integer)
+    step_id: Mapped[str | None] = mapped_column(Text)
+    step_type: Mapped[str | None] = mapped_column(Text)
+    evidence_ids: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    step_hash: Mapped[str | None] = mapped_column(Text)
+    canonical_step: Mapped[str | None] = mapped_column(Text)
 
 
 class ConsumerOffset(Base):

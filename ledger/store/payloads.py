@@ -55,7 +55,8 @@ def step_draft(step_index: int, step: Any) -> StepDraft:
 
 
 def trace_step_payload(step: StepDraft) -> dict[str, Any]:
-    """``trace.step``: the step's position and hash; the step body is the ``trace_steps`` row."""
+    """``trace.step``: the step's position and hash; the step body is stored in the same entry row
+    (its step columns, the ``trace_steps`` view), committed to by ``step_hash``."""
     return {
         "step_index": step.step_index,
         "step_id": step.step_id,

@@ -214,6 +214,9 @@ ENTRY_WRITE_COLUMNS = (
     "global_seq, submission_id, stream_seq, kind, payload_canonical, payload_hash, prev_hash, entry_hash, "
     "engine_version"
 )
+STEP_WRITE_COLUMNS = "step_index, step_id, step_type, evidence_ids, step_hash, canonical_step"
+"""The step body columns of a ``trace.step`` entry row (NULL on every other kind), in COPY order after
+``ENTRY_WRITE_COLUMNS``; ``ledger_store.trace_steps`` is the view of them (``STEP_COLUMNS``)."""
 SUBMISSION_WRITE_COLUMNS = (
     "submission_id, idempotency_key, market_id, bundle_id, status, input_hashes_canonical, engine_version, "
     "received_at, kafka_topic, kafka_partition, kafka_offset, host"

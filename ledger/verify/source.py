@@ -113,15 +113,15 @@ def sequence_facts(conn: Connection[Any], limit: int = 20) -> tuple[int, int, li
 def orphan_steps(
     conn: Connection[Any], limit: int = 100
 ) -> list[tuple[str, int, int, str | None, str | None]]:
-    """Step rows whose entry is missing or is not a ``trace.step`` of the same submission:
-    ``(submission_id, step_index, global_seq, entry submission, entry kind)``."""
-    rows = conn.execute(
-        "SELECT t.submission_id, t.step_index, t.global_seq, e.submission_id, e.kind FROM ledger_store.trace_steps t "
-        "LEFT JOIN ledger_store.entries e ON e.global_seq = t.global_seq "
-        "WHERE e.global_seq IS NULL OR e.submission_id <> t.submission_id OR e.kind <> 'trace.step' "
-        "ORDER BY t.global_seq LIMIT %(limit)s",
-        {"limit": limit},
-    ).fetchall()
+    """Step bodies on an entry that is not a ``trace.step`` (the CHECK ``ck_entries_step_columns`` refuses
+    them): ``(submission_id, step_index, global_seq, entry submission, entry kind)``."""
+    rows = (
+        conn.execute(  # a step body sits on its entry's row (revision 0008): only another kind can be wrong
+            "SELECT submission_id, step_index, global_seq, submission_id, kind FROM ledger_store.entries "
+            "WHERE step_index IS NOT NULL AND kind <> 'trace.step' ORDER BY global_seq LIMIT %(limit)s",
+            {"limit": limit},
+        ).fetchall()
+    )
     return [(str(r[0]), int(r[1]), int(r[2]), r[3], r[4]) for r in rows]
 
 

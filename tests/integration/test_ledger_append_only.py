@@ -21,12 +21,18 @@ from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
 
-LEDGER_TABLES = ("submissions", "entries", "trace_steps", "idempotency_conflicts")
+LEDGER_TABLES = ("submissions", "entries", "idempotency_conflicts")
 ALL_TABLES = (*LEDGER_TABLES, "consumer_offsets")
+# Since revision 0008 a step body is columns of its trace.step entry; ledger_store.trace_steps is a view.
+STEP_EDITS = (
+    "UPDATE ledger_store.entries SET step_type = 'forged' WHERE kind = 'trace.step'",
+    "UPDATE ledger_store.entries SET canonical_step = '{}' WHERE kind = 'trace.step'",
+    "UPDATE ledger_store.trace_steps SET step_type = 'forged'",
+    "DELETE FROM ledger_store.trace_steps",
+)
 UPDATES = {
     "submissions": "UPDATE ledger_store.submissions SET market_id = 'forged'",
     "entries": "UPDATE ledger_store.entries SET payload_canonical = '{}'",
-    "trace_steps": "UPDATE ledger_store.trace_steps SET step_type = 'forged'",
     "idempotency_conflicts": "UPDATE ledger_store.idempotency_conflicts SET reason = 'header_differs'",
     "consumer_offsets": "UPDATE ledger_store.consumer_offsets SET next_offset = 0",
 }
@@ -72,6 +78,49 @@ def test_writer_cannot_update_delete_or_truncate(
         assert isinstance(
             _attempt(conn, "ledger_writer", UPDATES[table]), psycopg.errors.InsufficientPrivilege
         )
+
+
+def test_step_bodies_cannot_be_edited_or_removed_by_anyone(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """Through the entry columns or the ``trace_steps`` view: no privilege (writer, reader), the
+    ``entries`` trigger (owner, superuser); nobody may insert through the view."""
+    for statement in STEP_EDITS:
+        for role in ("ledger_writer", "ledger_reader"):
+            assert isinstance(_attempt(conn, role, statement), psycopg.errors.InsufficientPrivilege), (
+                role,
+                statement,
+            )
+        for role in ("ledger_owner", None):
+            error = _attempt(conn, role, statement)
+            assert isinstance(error, psycopg.errors.RaiseException), (role, statement, error)
+            assert "entries is append-only" in str(error)
+    insert = (
+        "INSERT INTO ledger_store.trace_steps (submission_id, step_index, global_seq, step_id, step_type, "
+        "evidence_ids, step_hash, canonical_step) SELECT submission_id, 99, global_seq + 1000, step_id, "
+        "step_type, evidence_ids, step_hash, canonical_step FROM ledger_store.trace_steps LIMIT 1"
+    )
+    for role in ("ledger_writer", "ledger_reader"):
+        assert isinstance(_attempt(conn, role, insert), psycopg.errors.InsufficientPrivilege), role
+    assert isinstance(_attempt(conn, None, insert), psycopg.errors.NotNullViolation)
+
+
+def test_step_columns_are_set_exactly_on_trace_step_entries(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """``ck_entries_step_columns`` holds even for a superuser who bypasses the triggers."""
+    counts = conn.execute(
+        "SELECT kind = 'trace.step', num_nulls(step_index, step_id, step_type, evidence_ids, step_hash, "
+        "canonical_step), count(*) FROM ledger_store.entries GROUP BY 1, 2 ORDER BY 1"
+    ).fetchall()
+    assert [(is_step, nulls) for is_step, nulls, _ in counts] == [(False, 6), (True, 0)]
+    for statement in (
+        "UPDATE ledger_store.entries SET step_hash = NULL WHERE kind = 'trace.step'",
+        "UPDATE ledger_store.entries SET step_id = 's' WHERE kind = 'verdict.issued'",
+    ):
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute("SET LOCAL session_replication_role = replica")
+            conn.execute(statement)
 
 
 def test_writer_moves_offsets_forward_only(conn: psycopg.Connection[tuple[object, ...]]) -> None:

@@ -51,7 +51,10 @@ def test_upgrade_head_on_an_empty_database_creates_tables_views_and_roles(databa
     upgrade(database_url)
     assert current_revision(database_url) == head_revision()
     tables, views = _schema_objects(database_url)
-    assert {"submissions", "entries", "trace_steps", "consumer_offsets", "idempotency_conflicts"} <= tables
+    assert {"submissions", "entries", "consumer_offsets", "idempotency_conflicts"} <= tables
+    assert "trace_steps" not in tables  # since revision 0008 a view over the trace.step entries
+    store_views = query(database_url, "SELECT viewname FROM pg_views WHERE schemaname = 'ledger_store'")
+    assert store_views == [("trace_steps",)]
     assert views >= VIEWS
     roles = {
         row[0] for row in query(database_url, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'ledger_%'")

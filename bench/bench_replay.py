@@ -15,7 +15,7 @@ Then, timed (wall clock and CPU seconds of this process; worker CPU is not in th
 * ``replay``: :func:`ledger.replay.runner.run_replay` over every submission, once per ``--jobs`` value;
   figures are replayed steps/s and submissions/s (every submission runs the whole pipeline: there
   is no cache); with ``--breakdown N``, the CPU per submission of each phase of replay's fast path
-  (parse, decode, pipeline, draft, compare) over the first N submissions;
+  (parse, decode, pipeline, draft: the three compared entries, compare) over the first N submissions;
 * ``verify``: :func:`ledger.verify.runner.run_verify` without the transparency log, once per ``--jobs``
   value, then with it after a tree catch-up (``ledger checkpoint`` needs a key; the tree is
   extended unsigned here), once per ``--jobs`` value too: verified entries/s and steps/s. With
@@ -130,7 +130,7 @@ def breakdown(engine: Any, count: int) -> None:
     from ledger.replay.compare import whole_run_identical
     from ledger.replay.runner import _pipeline
     from ledger.replay.source import iter_replay_pages
-    from ledger.store.drafts import submission_draft
+    from ledger.store.drafts import payload_entries
     from ledger.store.read import snapshot
 
     with snapshot(engine) as conn:
@@ -151,9 +151,9 @@ def breakdown(engine: Any, count: int) -> None:
         validated = time.process_time_ns()
         result = _pipeline(decoded)
         ran = time.process_time_ns()
-        draft = submission_draft(decoded, result, None)
+        entries = payload_entries(decoded, result)
         drafted = time.process_time_ns()
-        assert whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft)
+        assert whole_run_identical(texts, case.step_hashes, case.step_texts, result, entries)
         compared = time.process_time_ns()
         for phase, nanoseconds in zip(
             spent,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,7 +32,7 @@ from engine.pipeline import PipelineResult
 from engine.schemas import PoRRoots
 from engine.sentinel import ReplaySnapshot, replay_compare
 from ledger.store.hashing import canonical_text, quote, text_sha256
-from ledger.store.records import SubmissionDraft
+from ledger.store.records import EntryDraft, SubmissionDraft
 
 __all__ = ["Difference", "Outcome", "StoredArtifacts", "canonical_diff", "compare_run", "whole_run_identical"]
 
@@ -208,15 +208,16 @@ def whole_run_identical(
     step_hashes: Sequence[str],
     step_texts: Sequence[str],
     result: PipelineResult,
-    draft: SubmissionDraft,
+    entries: Iterable[EntryDraft],
 ) -> bool:
     """The fast verdict of :func:`compare_run`, from stored texts alone (nothing parsed): True when
-    every stored payload text equals the text the draft builder makes for it (the consumer's
-    spliced canonical text when it made one) and every step row matches.
+    every stored payload text equals the text the draft builder makes for it in ``entries`` (the
+    rebuilt entries, :func:`ledger.store.drafts.payload_entries`; the consumer's spliced canonical
+    text when it made one) and every step row matches.
 
     False says nothing about where the difference is: :func:`compare_run` then finds it.
     """
-    rebuilt = {entry.kind: entry for entry in draft.entries if entry.kind in payload_texts}
+    rebuilt = {entry.kind: entry for entry in entries if entry.kind in payload_texts}
     for kind, text in payload_texts.items():
         entry = rebuilt.get(kind)
         if text is None or entry is None:

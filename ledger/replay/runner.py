@@ -40,7 +40,7 @@ from engine.version import ENGINE_VERSION
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run, whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
-from ledger.store.drafts import submission_draft
+from ledger.store.drafts import payload_entries, submission_draft
 from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
@@ -154,8 +154,8 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
             return None
         decoded = decode_stored_inputs(received, raw)
         result = _pipeline(decoded)
-        draft = submission_draft(decoded, result, None)
-        identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, draft)
+        entries = payload_entries(decoded, result)  # the draft's three compared entries, no step drafts
+        identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, entries)
     except Exception:  # whatever fails here, the exact path fails the same way and says why
         return None
     return result if identical else None

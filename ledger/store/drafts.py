@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the verifier's modules load only where a reasoning entry is
 __all__ = [
     "audit_envelope",
     "committed_reasoning_result",
+    "payload_entries",
     "reasoning_not_applicable_entry",
     "reasoning_result_entry",
     "submission_draft",
@@ -188,6 +189,61 @@ def submission_draft(
         steps=steps,
         operational=operational,
         engine_version=result.engine_version,
+    )
+
+
+def payload_entries(
+    decoded: DecodedEnvelope, result: PipelineResult
+) -> tuple[EntryDraft, EntryDraft, EntryDraft]:
+    """The ``submission.received``, ``audit.completed`` and ``verdict.issued`` entries
+    :func:`submission_draft` makes for ``decoded`` and ``result``, without the rest of the draft.
+
+    For ``ledger replay``, which compares these payloads with the stored ones and proves the steps
+    from the stored step rows and the engine's hashes: no step drafts, ``trace.step`` entries or
+    :class:`SubmissionDraft` are built. Each entry equals the one of the same kind in
+    ``submission_draft(decoded, result, None).entries`` (tested); should they ever differ, replay's
+    fast path finds the stored texts unequal and its exact path, built on :func:`submission_draft`,
+    decides.
+    """
+    envelope = decoded.envelope
+    roots = result.roots
+    received = received_payload(
+        prompt_spec=envelope.prompt_spec,
+        evidence_bundle=envelope.evidence_bundle,
+        prompt_spec_hash=roots.prompt_spec_hash,
+        evidence_root=roots.evidence_root,
+        envelope_options=envelope.options.model_dump(mode="json", exclude_none=True),
+        inputs_hash=decoded.inputs_hash,
+    )
+    received["envelope"] = {
+        "schema_id": envelope.schema_id,
+        "schema_version": envelope.schema_version,
+        "event_id": envelope.event_id,
+    }
+    trace = result.trace
+    trace_header = {
+        "trace_id": trace.trace_id,
+        "policy": trace.policy,
+        "evidence_refs": trace.evidence_refs,
+        "step_hashes": result.step_hashes,
+    }
+    return (
+        EntryDraft("submission.received", received, canonical=_received_canonical(received, decoded, result)),
+        EntryDraft(
+            "audit.completed",
+            audit_payload(
+                verification_result=result.audit_verification,
+                roots=roots,
+                evaluation_variables=result.evaluation_variables,
+                trace=trace_header,
+            ),
+        ),
+        EntryDraft(
+            "verdict.issued",
+            verdict_payload(
+                verdict=result.verdict, roots=roots, judge_verification=result.judge_verification
+            ),
+        ),
     )
 
 

@@ -1,10 +1,11 @@
-"""Reading what replay needs from the ledger: a consistent snapshot, paged, three queries per page.
+"""Reading what replay needs from the ledger: a consistent snapshot, paged, two queries per page.
 
 Submissions are selected in ledger order (the ``global_seq`` of their ``submission.received``
-entry, through the partial index on ``(kind, global_seq)``); each page then loads the non-step
-entries (as :class:`~ledger.store.records.LedgerEntry`, through the store's column list) and the
-stored step rows of all its submissions with ``= ANY(...)``, never one round trip per row. The trace.step entry payloads are not read: the step rows hold the
-canonical steps and their hashes (``ledger verify`` checks that rows and entries agree).
+entry, through the partial index on ``(kind, global_seq)``); each page then loads, in one query
+with ``= ANY(...)`` (never one round trip per row), the rows of all its submissions: the non-step
+entries' payload texts and the ``trace.step`` entries' step columns (the canonical steps and
+their hashes; the step entries' payload texts are not read, ``ledger verify`` checks that the
+step columns and the payloads agree). Only the columns replay uses are read.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
-
-from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_TEXT_COLUMNS, LedgerEntry
 
 __all__ = [
     "ReplayCase",
@@ -142,62 +141,72 @@ def count_selected(conn: Connection[Any], selection: ReplaySelection) -> tuple[i
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
+# One query per page reads every row replay compares: the non-step entries of _REPLAYED_KINDS (their
+# payload texts) and the trace.step entries (their step columns; revision 0008 keeps a step's text
+# on its entry row). Only the columns replay uses are read; a trace.step row's payload text is not.
+_PAGE_KINDS = [*_REPLAYED_KINDS, "trace.step"]
+_PAGE_QUERY = (
+    "SELECT submission_id, kind, global_seq, stream_seq, engine_version, "
+    "CASE WHEN kind = 'trace.step' THEN NULL ELSE payload_canonical END, step_index, step_id, step_hash, "
+    "canonical_step FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) AND kind = ANY(%(kinds)s) "
+    "ORDER BY global_seq"
+)
+_Row = tuple[Any, ...]  # the columns of _PAGE_QUERY
+
+
 def _load_page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[ReplayCase]:
     ids = [head[1] for head in heads]
-    entries: dict[str, list[LedgerEntry]] = {sid: [] for sid in ids}
-    for row in conn.execute(
-        f"SELECT {PAYLOAD_ENTRY_COLUMNS} FROM ledger_store.entries "
-        "WHERE submission_id = ANY(%(ids)s) AND kind = ANY(%(kinds)s) ORDER BY global_seq",
-        {"ids": ids, "kinds": _REPLAYED_KINDS},
-    ).fetchall():
-        entries[row[1]].append(LedgerEntry(*row))
-    steps: dict[str, list[tuple[Any, ...]]] = {sid: [] for sid in ids}
-    for row in conn.execute(
-        f"SELECT {STEP_TEXT_COLUMNS} FROM ledger_store.trace_steps "
-        "WHERE submission_id = ANY(%(ids)s) ORDER BY submission_id, step_index",
-        {"ids": ids},
-    ).fetchall():
-        steps[row[0]].append(row)
+    rows: dict[str, list[_Row]] = {sid: [] for sid in ids}
+    for row in conn.execute(_PAGE_QUERY, {"ids": ids, "kinds": _PAGE_KINDS}).fetchall():
+        rows[row[0]].append(row)
     return [
-        _case(
-            first_seq, submission_id, market_id, engine_version, entries[submission_id], steps[submission_id]
-        )
+        _case(first_seq, submission_id, market_id, engine_version, rows[submission_id])
         for first_seq, submission_id, market_id, engine_version in heads
     ]
 
 
+def _step_index(row: _Row) -> int:
+    return -1 if row[6] is None else row[6]
+
+
 def _case(
-    first_seq: int,
-    submission_id: str,
-    market_id: str | None,
-    engine_version: str,
-    entries: list[LedgerEntry],
-    steps: list[tuple[Any, ...]],
+    first_seq: int, submission_id: str, market_id: str | None, engine_version: str, rows: list[_Row]
 ) -> ReplayCase:
-    """One submission's case from its entries (ledger order) and step rows (:data:`STEP_TEXT_COLUMNS`)."""
+    """One submission's case from its rows (:data:`_PAGE_QUERY`, ledger order): the first entry of
+    each compared kind, the reasoning entries, and the step rows in ``step_index`` order (ties in
+    ledger order), as the ``trace_steps`` view gives them."""
     texts: dict[str, str] = {}
     versions: dict[str, str] = {}
     reasoning = []
-    for entry in entries:
-        if entry.kind == "reasoning.verified":
-            reasoning.append((entry.global_seq, entry.payload_canonical))
-        elif entry.kind != "replay.verified":
-            versions.setdefault(entry.kind, entry.engine_version)
-            texts.setdefault(entry.kind, entry.payload_canonical)
+    steps = []
+    head = 0
+    for row in rows:
+        kind = row[1]
+        if kind == "trace.step":
+            steps.append(row)
+            continue
+        head = max(head, row[3])
+        text = row[5]
+        if kind == "reasoning.verified":
+            reasoning.append((row[2], text))
+        elif kind != "replay.verified":
+            versions.setdefault(kind, row[4])
+            texts.setdefault(kind, text)
+    steps.sort(key=_step_index)  # already in order unless the rows were tampered with: linear then
     return ReplayCase(
         submission_id=submission_id,
         market_id=market_id,
         first_seq=first_seq,
         submission_engine_version=engine_version,
-        head_stream_seq=max((entry.stream_seq for entry in entries), default=0),
+        head_stream_seq=head,
         entry_versions=versions,
         received=texts.get("submission.received"),
         audit=texts.get("audit.completed"),
         verdict=texts.get("verdict.issued"),
         reasoning=tuple(reasoning),
-        step_ids=tuple(row[2] for row in steps),
-        step_hashes=tuple(row[3] for row in steps),
-        step_texts=tuple(row[4] for row in steps),
+        step_ids=tuple(row[7] for row in steps),
+        step_hashes=tuple(row[8] for row in steps),
+        step_texts=tuple(row[9] for row in steps),
     )
 
 

@@ -131,61 +131,20 @@ def submission_draft(
     decoded: DecodedEnvelope, result: PipelineResult, operational: OperationalInfo | None
 ) -> SubmissionDraft:
     """The audited submission for ``decoded`` given the pipeline's ``result``."""
-    envelope = decoded.envelope
-    spec, bundle = envelope.prompt_spec, envelope.evidence_bundle
     roots = result.roots
-    input_hashes = {
-        "inputs_hash": decoded.inputs_hash,
-        "prompt_spec_hash": roots.prompt_spec_hash,
-        "evidence_root": roots.evidence_root,
-    }
-    received = received_payload(
-        prompt_spec=spec,
-        evidence_bundle=bundle,
-        prompt_spec_hash=roots.prompt_spec_hash,
-        evidence_root=roots.evidence_root,
-        envelope_options=envelope.options.model_dump(mode="json", exclude_none=True),
-        inputs_hash=decoded.inputs_hash,
-    )
-    received["envelope"] = {
-        "schema_id": envelope.schema_id,
-        "schema_version": envelope.schema_version,
-        "event_id": envelope.event_id,
-    }
-    received_canonical = _received_canonical(received, decoded, result)
+    received, audited, verdict = payload_entries(decoded, result)
     steps = _step_drafts(result)
-    trace_header = {
-        "trace_id": result.trace.trace_id,
-        "policy": result.trace.policy,
-        "evidence_refs": result.trace.evidence_refs,
-        "step_hashes": result.step_hashes,
-    }
-    entries = [
-        EntryDraft("submission.received", received, canonical=received_canonical),
-        *(trace_step_entry(step) for step in steps),
-        EntryDraft(
-            "audit.completed",
-            audit_payload(
-                verification_result=result.audit_verification,
-                roots=roots,
-                evaluation_variables=result.evaluation_variables,
-                trace=trace_header,
-            ),
-        ),
-        EntryDraft(
-            "verdict.issued",
-            verdict_payload(
-                verdict=result.verdict, roots=roots, judge_verification=result.judge_verification
-            ),
-        ),
-    ]
     return SubmissionDraft(
         idempotency_key=decoded.idempotency_key,
         market_id=decoded.market_id,
-        bundle_id=bundle.bundle_id,
-        input_hashes=input_hashes,
+        bundle_id=decoded.envelope.evidence_bundle.bundle_id,
+        input_hashes={
+            "inputs_hash": decoded.inputs_hash,
+            "prompt_spec_hash": roots.prompt_spec_hash,
+            "evidence_root": roots.evidence_root,
+        },
         status="audited",
-        entries=entries,
+        entries=[received, *(trace_step_entry(step) for step in steps), audited, verdict],
         steps=steps,
         operational=operational,
         engine_version=result.engine_version,
@@ -195,15 +154,13 @@ def submission_draft(
 def payload_entries(
     decoded: DecodedEnvelope, result: PipelineResult
 ) -> tuple[EntryDraft, EntryDraft, EntryDraft]:
-    """The ``submission.received``, ``audit.completed`` and ``verdict.issued`` entries
-    :func:`submission_draft` makes for ``decoded`` and ``result``, without the rest of the draft.
+    """The ``submission.received``, ``audit.completed`` and ``verdict.issued`` entries of the
+    submission for ``decoded`` and ``result``: :func:`submission_draft` puts the ``trace.step``
+    entries between the first and the second.
 
-    For ``ledger replay``, which compares these payloads with the stored ones and proves the steps
-    from the stored step rows and the engine's hashes: no step drafts, ``trace.step`` entries or
-    :class:`SubmissionDraft` are built. Each entry equals the one of the same kind in
-    ``submission_draft(decoded, result, None).entries`` (tested); should they ever differ, replay's
-    fast path finds the stored texts unequal and its exact path, built on :func:`submission_draft`,
-    decides.
+    ``ledger replay`` compares these payloads with the stored ones and proves the steps from the
+    stored step rows and the engine's hashes, so it calls this alone: no step drafts, ``trace.step``
+    entries or :class:`SubmissionDraft` are built.
     """
     envelope = decoded.envelope
     roots = result.roots

@@ -13,7 +13,9 @@ would otherwise shadow an edit).
 The list holds modules whose behaviour mypyc keeps: Pydantic models (``engine.schemas``) stay
 interpreted (only ``engine.schemas.trusted``, which builds models and defines none, is compiled),
 and so do ``engine.merkle.cournot`` (mypyc's native ints would skip its explicit ``bool`` refusal on an ``int`` parameter) and ``engine.auditor.config`` (a native ``float`` field
-would store ``AuditConfig(numeric_tolerance=0)`` as ``0.0``, and the value is committed). mypyc and a C compiler are needed only here (mypy,
+would store ``AuditConfig(numeric_tolerance=0)`` as ``0.0``, and the value is committed). The judge
+is compiled: its ``float`` fields only ever receive floats (``round_confidence``, ``float()`` on
+policy numbers; pinned in ``tests/unit/test_engine_build.py``). mypyc and a C compiler are needed only here (mypy,
 which ships mypyc, is in the ``test`` extra).
 """
 
@@ -62,6 +64,11 @@ COMPILED_MODULES = (
     "engine/auditor/reasoning/selection.py",
     "engine/auditor/reasoning/semantics.py",
     "engine/auditor/reasoning/values.py",
+    "engine/judge/agent.py",
+    "engine/judge/policy.py",
+    "engine/judge/rules.py",
+    "engine/judge/schema_lock.py",
+    "engine/judge/variables.py",
 )
 """Sources compiled by :func:`main`, relative to the repository root."""
 

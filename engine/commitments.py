@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from engine.canonical import (
     canonical_bytes,
     canonical_bytes_of_plain,
@@ -62,19 +64,52 @@ def step_hash(step: ReasoningStep) -> str:
     return to_hex(hash_canonical(step))
 
 
-def plain_step(step: ReasoningStep) -> dict[str, Any] | None:
-    """``canonicalize_value(step)`` read straight from the fields of a plain-data step, else None.
+def _orjson_plain(value: Any) -> Any:
+    """:func:`engine.canonical.plain_data` for data orjson writes in canonical form as it is.
 
-    Applies to an exact ``ReasoningStep`` without ``hash_commitment`` whose strings and lists have
-    their declared types and whose inputs and output hold only JSON data (no models, datetimes or
-    other objects); any other step goes through the model dump. Tested equal on the corpus.
+    Also refuses (``ValueError``) every float but zero and those of magnitude in ``[1e-3, 1e15)``:
+    outside that range orjson may format a float unlike ``repr`` (``0.00001`` vs ``1e-05``), so no
+    scan of the bytes for such floats is needed after ``orjson.dumps``. Property-tested.
     """
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            if type(key) is not str:
+                raise ValueError("not plain JSON data")
+            kind_of_item = type(item)
+            out[key] = (
+                item
+                if kind_of_item is str or kind_of_item is int or kind_of_item is bool
+                else _orjson_plain(item)
+            )
+        return out
+    if kind is list:
+        items: list[Any] = []
+        for item in value:
+            kind_of_item = type(item)
+            plain = kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None
+            items.append(item if plain else _orjson_plain(item))
+        return items
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and (value == 0.0 or 1e-3 <= abs(value) < 1e15):  # NaN and infinities fail both
+        return value
+    raise ValueError("not plain JSON data, or a float orjson could format unlike repr")
+
+
+def _read_step(step: ReasoningStep, orjson_ready: bool) -> dict[str, Any] | None:
     if type(step) is not ReasoningStep or step.hash_commitment is not None:
         return None
     fields = step.__dict__
     try:
-        inputs, output = plain_data(fields["inputs"]), plain_data(fields["output"])
-    except (ValueError, RecursionError):  # not plain data: the model-dump path below decides
+        if orjson_ready:
+            inputs, output = _orjson_plain(fields["inputs"]), _orjson_plain(fields["output"])
+        else:
+            inputs, output = plain_data(fields["inputs"]), plain_data(fields["output"])
+    except (ValueError, RecursionError):  # not plain data: the model-dump path decides
         return None
     scalars = (fields["schema_version"], fields["step_id"], fields["type"], fields["action"])
     evidence_ids, prior_step_ids = fields["evidence_ids"], fields["prior_step_ids"]
@@ -98,13 +133,32 @@ def plain_step(step: ReasoningStep) -> dict[str, Any] | None:
     }
 
 
+def plain_step(step: ReasoningStep) -> dict[str, Any] | None:
+    """``canonicalize_value(step)`` read straight from the fields of a plain-data step, else None.
+
+    Applies to an exact ``ReasoningStep`` without ``hash_commitment`` whose strings and lists have
+    their declared types and whose inputs and output hold only JSON data (no models, datetimes or
+    other objects); any other step goes through the model dump. Tested equal on the corpus.
+    """
+    return _read_step(step, False)
+
+
 def step_preimage(step: ReasoningStep) -> tuple[Any, bytes]:
     """One step's canonical plain value and canonical bytes, as :func:`step_preimages` makes them.
 
-    A step of plain data is read field by field (:func:`plain_step`); any other step, or one
-    carrying ``hash_commitment``, goes through :func:`engine.canonical.canonicalize_value`.
+    A step of plain data whose floats orjson writes as ``repr`` does is read field by field and
+    its bytes are orjson's (no scan for small floats; orjson refusing, e.g. a big int, falls back
+    to the reference); any other plain-data step is read by :func:`plain_step` and checked by
+    :func:`engine.canonical.canonical_bytes_of_plain`; the rest, or a step carrying
+    ``hash_commitment``, goes through :func:`engine.canonical.canonicalize_value`.
     """
-    plain = plain_step(step)
+    plain = _read_step(step, True)
+    if plain is not None:
+        try:
+            return plain, orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, orjson.JSONEncodeError):  # e.g. an int beyond 64 bits, a lone surrogate
+            return plain, canonical_bytes(plain)
+    plain = _read_step(step, False)
     if plain is None:
         committed = (
             step if step.hash_commitment is None else step.model_copy(update={"hash_commitment": None})

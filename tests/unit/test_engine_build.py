@@ -67,3 +67,27 @@ def test_clean_removes_every_extension_and_keeps_sources(tmp_path: Path) -> None
 
 def test_this_checkout_has_no_stale_compiled_module() -> None:
     assert stale_modules() == [], "run `make compile` or `make clean-compiled`"
+
+
+def test_the_compiled_judge_stores_floats_only_where_it_declares_float() -> None:
+    """Compiled, a ``float`` field turns an int into a float; the judge must never hand it an int
+    (a committed ``1`` would become ``1.0``), so policies and decisions hold floats in both builds."""
+    from engine.judge.policy import ConfidencePolicy, round_confidence
+
+    assert "engine/judge/policy.py" in COMPILED_MODULES and "engine/judge/rules.py" in COMPILED_MODULES
+    numbers = {
+        "default_confidence": 1,
+        "min_confidence_for_yesno": 0,
+        "conflict_multiplier": 1,
+        "fallback_multiplier": 0,
+    }
+    policy, problems = ConfidencePolicy.from_extra(
+        {"confidence_policy": {**numbers, "invalid_confidence": 1}}
+    )
+    assert problems == []
+    for key, value in policy.as_dict().items():
+        if key != "conflict_action":
+            assert type(value) is float, key
+    assert policy.as_dict()["default_confidence"] == 1.0
+    assert type(policy.decided_confidence(conflict=True, fallback=True)) is float
+    assert type(policy.invalid_cap(0.3)) is float and type(round_confidence(1)) is float

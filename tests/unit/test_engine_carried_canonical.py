@@ -6,6 +6,8 @@ import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.auditor import AuditorAgent, audit_report
 from engine.canonical import canonical_bytes, canonicalize_value
@@ -31,6 +33,20 @@ STEP: dict[str, Any] = {
     "evidence_ids": ["e1"],
     "prior_step_ids": [],
 }
+
+hypothesis_floats = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | hypothesis_floats
+    | st.sampled_from([1e-05, 0.00012, 1e15, 999999999999999.9, 0.001, 0.0009999999999999998, -0.0])
+    | st.text(max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
 def _corpus() -> list[tuple[PromptSpec, EvidenceBundle]]:
@@ -137,3 +153,55 @@ def test_report_of_an_auditor_subclass_commits_to_the_trace_its_audit_returns() 
     report = audit_report(spec, bundle, agent=agent)
     assert report["trace_id"] == report["trace"]["trace_id"] == "trace_relabelled"
     assert report["step_hashes"] == audit_report(spec, bundle)["step_hashes"]
+
+
+def test_orjson_writes_every_float_the_step_fast_path_accepts_as_repr_does() -> None:
+    """The range ``step_preimage`` hands to orjson unchecked: its edges, and a sweep of magnitudes."""
+    import orjson
+
+    edges = [0.0, -0.0, 1e-3, -1e-3, 0.001000001, 1e15 - 0.125, -(1e15 - 0.125), 95000.0, 0.1, 1 / 3]
+    sweep = [
+        sign * mantissa * 10.0**exponent
+        for sign in (1, -1)
+        for mantissa in (1, 1.5, 2.5e-1, 9.999999999999999, 7.123456789012345)
+        for exponent in range(-3, 15)
+    ]
+    for value in edges + sweep:
+        if value == 0.0 or 1e-3 <= abs(value) < 1e15:
+            assert orjson.dumps(value) == repr(value).encode(), value
+
+
+@given(hypothesis_floats)
+@settings(max_examples=3000)
+def test_orjson_equals_repr_on_random_floats_in_the_accepted_range(value: float) -> None:
+    import orjson
+
+    if value == 0.0 or 1e-3 <= abs(value) < 1e15:
+        assert orjson.dumps(value) == repr(value).encode()
+
+
+def _outcome(make: Any, step: ReasoningStep) -> Any:
+    """What ``make(step)`` returns, or the type and message of what it raises."""
+    try:
+        return make(step)
+    except Exception as exc:  # compared, never swallowed: both paths must fail alike
+        return type(exc).__name__, str(exc)
+
+
+def _reference(step: ReasoningStep) -> Any:
+    return canonicalize_value(step), canonical_bytes(step)
+
+
+@given(json_values, json_values)
+@settings(max_examples=600)
+def test_step_preimage_equals_the_reference_on_random_json_data(inputs: Any, output: Any) -> None:
+    step = ReasoningStep(**{**STEP, "inputs": {"v": inputs}, "output": {"w": output}})
+    assert _outcome(step_preimage, step) == _outcome(_reference, step)
+    plain = plain_step(step)
+    assert plain is None or plain == canonicalize_value(step)
+
+
+def test_step_preimage_of_small_and_big_floats_and_big_ints_uses_the_exact_path() -> None:
+    for odd in (1e-05, 0.00001234, 1e-7, 5e-324, 1e16, 1.5e300, -2.5e-10, 2**70, "\ud800", float("nan")):
+        step = ReasoningStep(**{**STEP, "inputs": {"v": [odd, {"x": odd}]}})
+        assert _outcome(step_preimage, step) == _outcome(_reference, step), odd

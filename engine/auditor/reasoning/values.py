@@ -98,8 +98,13 @@ def parse_time(value: object) -> datetime | None:
     if isinstance(value, str):
         if len(value) > _MAX_TIME_TEXT or len(value) < 10:
             return None
+        text = value.strip()
+        if not (text[:4].isascii() and text[:4].isdigit()):
+            # Every form ``fromisoformat`` reads starts with a four-digit ASCII year: answer
+            # before it raises (an exception per non-time string costs more than the parse).
+            return None
         try:
-            parsed = datetime.fromisoformat(value.strip())
+            parsed = datetime.fromisoformat(text)
         except ValueError:
             return None
         if parsed.tzinfo is None or parsed.utcoffset() is None:

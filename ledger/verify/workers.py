@@ -2,7 +2,7 @@
 
 The parent opens its REPEATABLE READ snapshot, exports it (``pg_export_snapshot()``) and computes
 the first ``submission_id`` of every page; each worker imports the snapshot (``SET TRANSACTION
-SNAPSHOT``), reads its page with the same three queries as the serial path and returns only the
+SNAPSHOT``), reads its page with the same two queries as the serial path and returns only the
 problems it found. Every worker thus sees exactly the parent's view of the ledger, reading and
 checking in parallel (the way ``pg_dump --jobs`` shares one snapshot). The parent checks pages
 from the end of the queue while it waits. Workers are forked when no other thread runs (they start

@@ -11,7 +11,7 @@ from engine.merkle import cournot_root
 from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
 from ledger.verify.checks import _entry_hash, _header_text
 from ledger.verify.problems import cournot_root_hex
-from ledger.verify.source import EntryRow, SubmissionGroup
+from ledger.verify.source import EntryRow, StepRow, SubmissionGroup, steps_of
 
 
 def _hex(n: int) -> str:
@@ -99,3 +99,24 @@ def test_header_built_around_the_stored_text_is_the_canonical_header(group: Subm
 )
 def test_header_fast_path_leaves_everything_else_to_the_general_path(group: SubmissionGroup) -> None:
     assert _header_text(group) is None
+
+
+def _step_entry(seq: int, index: int | None, kind: str = "trace.step", text: str | None = "{}") -> EntryRow:
+    body = (index, f"s{index}", "t", [], _hex(seq), text) if index is not None else (None,) * 6
+    return EntryRow(seq, _hex(1), seq, kind, _hex(2), _hex(3), _hex(4), "1", "{}", *body)
+
+
+def test_steps_of_keeps_complete_trace_step_bodies_in_step_index_order() -> None:
+    entries = [
+        _step_entry(1, None, kind="submission.received"),
+        _step_entry(2, 2),
+        _step_entry(3, 0),
+        _step_entry(4, 1, text=None),  # an incomplete body: no step (named step_row_missing)
+        _step_entry(5, 0),  # a repeated index keeps stream order
+        _step_entry(6, 9, kind="audit.completed"),  # a body on another kind: the ledger-wide check's
+    ]
+    steps = steps_of(entries)
+    assert [(step.global_seq, step.step_index) for step in steps] == [(3, 0), (5, 0), (2, 2)]
+    assert all(
+        isinstance(step, StepRow) and tuple(step) == tuple(entries[step.global_seq - 1]) for step in steps
+    )

@@ -82,3 +82,18 @@ def test_steps_out_of_stream_order_are_checked_in_step_index_order(migrated_data
     mismatched = [p for p in report["problems"] if p["code"] == "step_entry_mismatch"]
     assert sorted(p["step_index"] for p in mismatched) == [0, 1]
     assert "step_index_gap" not in _codes(report)  # sorted by step_index: still exactly 0..n-1
+
+
+def test_an_evidence_ids_column_unlike_the_step_text_is_named(migrated_database_url: str) -> None:
+    url = migrated_database_url
+    [stored] = build_ledger(url, limit=1)
+    tamper(
+        url,
+        "UPDATE ledger_store.entries SET evidence_ids = evidence_ids || ARRAY['ev_forged'] "
+        "WHERE submission_id = %(s)s AND step_index = 0",
+        {"s": stored.submission_id},
+    )
+    code, report = ledger_json(url, "verify")
+    assert code != 0
+    [problem] = report["problems"]
+    assert (problem["code"], problem["step_index"]) == ("step_columns_mismatch", 0)

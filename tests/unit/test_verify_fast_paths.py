@@ -9,8 +9,8 @@ import pytest
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
-from ledger.verify.checks import _entry_hash, _header_text
-from ledger.verify.problems import cournot_root_hex
+from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text
+from ledger.verify.problems import MISSING, cournot_root_hex, top_level_value
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup, steps_of
 
 
@@ -120,3 +120,40 @@ def test_steps_of_keeps_complete_trace_step_bodies_in_step_index_order() -> None
     assert all(
         isinstance(step, StepRow) and tuple(step) == tuple(entries[step.global_seq - 1]) for step in steps
     )
+
+
+_STEP_TEXTS = [
+    '{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}',
+    '{"action":"a","evidence_ids":["e1","e2"]}',
+    '{"action":"a","evidence_ids":["e1"],"inputs":{"evidence_ids":["e1","e2"]}}',
+    '{"action":"a","evidence_ids":["e1","e2"]x',
+    '{"action":"a","evidence_ids":["e1","e2","e3"],"inputs":{}}',
+    '{"action":"a","evidence_ids":["e\\"1"],"inputs":{}}',
+    '{"action":"a\\"","evidence_ids":["e1","e2"],"inputs":{}}',
+    '{"action":"a","evidence_ids":[],"inputs":{}}',
+    '{"action":"a","evidence_ids":null,"inputs":{}}',
+    '{"action":"a","inputs":{"evidence_ids":["e1","e2"]}}',
+    '{"a":{"action":"a","evidence_ids":["e1","e2"]}}',
+    '{"action":"a","evidence_ids":["e1","e2"],"evidence_ids":["x"]}',
+    "[1]",
+]
+_COLUMNS: list[object] = [["e1", "e2"], ["e1"], ['e1","e2'], ['e"1'], [], None, ["e1", None], ("e1", "e2")]
+
+
+@pytest.mark.parametrize("text", _STEP_TEXTS)
+@pytest.mark.parametrize("column", _COLUMNS)
+def test_evidence_ids_fast_path_agrees_with_the_general_path(text: str, column: object) -> None:
+    try:
+        value = top_level_value(text, "evidence_ids")
+    except ValueError:
+        general = False
+    else:
+        found = () if value is MISSING or value is None else tuple(value)
+        general = found == tuple(column or ())  # type: ignore[call-overload]
+    if _evidence_ids_written(text, column):  # the fast path may only ever say "they match"
+        assert general
+
+
+def test_evidence_ids_fast_path_takes_the_engine_s_steps() -> None:
+    assert _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ["e1", "e2"])
+    assert not _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ['e1","e2'])

@@ -5,7 +5,8 @@
   (:func:`ledger.store.hashing.entry_hash`), ``prev_hash`` links, ``stream_seq`` contiguity, canonical
   payload text, engine version, and the entry kinds a submission of its status must have;
 * **steps**: SHA-256 of each stored canonical step against its ``step_hash`` column, the hash its
-  ``trace.step`` entry commits to and the audit's trace header; the row's columns against its text;
+  ``trace.step`` entry's payload commits to (the same row since revision 0008) and the audit's trace
+  header; the row's columns against its payload and its text; ``step_index`` exactly ``0..n-1``;
 * **roots**: ``reasoning_root`` over the recomputed step hashes, ``evidence_root`` and
   ``prompt_spec_hash`` over the stored inputs, ``verdict_hash`` over the stored verdict and
   ``por_root`` over the four, against the ``audit.completed``/``verdict.issued`` payloads, the
@@ -41,9 +42,11 @@ from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 __all__ = ["Problem", "check_submission"]
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')  # what a JSON string escapes (ledger.store.hashing's rule)
+# a step text whose first member is a plain "action" string and whose second is "evidence_ids"
+_EVIDENCE_SECOND = re.compile(r'\{"action":"[^"\\\x00-\x1f]*","evidence_ids":')
 
 
-def _where(entry: EntryRow) -> dict[str, Any]:
+def _where(entry: EntryRow | StepRow) -> dict[str, Any]:
     """Where an entry's problem is (built only when there is one)."""
     return {"global_seq": entry.global_seq, "stream_seq": entry.stream_seq, "entry_kind": entry.kind}
 
@@ -60,6 +63,24 @@ def _entry_hash(submission_id: str, entry: EntryRow, payload_hash: str) -> str:
         f'"prev_hash":"{prev}","stream_id":"{submission_id}","stream_seq":{seq}}}'
     )
     return "0x" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _evidence_ids_written(text: str, evidence_ids: Any) -> bool:
+    """True when ``text`` holds ``evidence_ids`` (a list of strings none of which needs a JSON escape)
+    written as its canonical form writes it, as the top-level member right after a plain ``action``
+    string (the steps the engine writes); False decides nothing (the general path does)."""
+    head = _EVIDENCE_SECOND.match(text)
+    if head is None or type(evidence_ids) is not list or not evidence_ids:
+        return False
+    try:
+        plain = _NEEDS_ESCAPE.search("".join(evidence_ids)) is None  # no element holds a quote
+    except TypeError:  # an element that is not a string
+        return False
+    if not plain:
+        return False
+    written = '["' + '","'.join(evidence_ids) + '"]'
+    end = head.end() + len(written)
+    return text.startswith(written, head.end()) and text[end : end + 1] in (",", "}")
 
 
 def _header_text(group: SubmissionGroup) -> tuple[str, dict[str, Any]] | None:
@@ -97,7 +118,7 @@ class _Checker(RootChecks):
         self.problems: list[Problem] = []
         self.payloads: dict[str, Any] = {}
         self.pieces: dict[str, Any] = {}
-        self.step_entries: dict[int, EntryRow] = {}
+        self.step_entries = 0  # trace.step entries seen by entries()
         self.market_id = group.market_id
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
@@ -192,11 +213,11 @@ class _Checker(RootChecks):
                 **_where(entry),
             )
         if entry.kind == "trace.step":
-            self.step_entries[entry.global_seq] = entry  # compared with its row in steps()
+            self.step_entries += 1  # its payload is compared with its step body in steps()
             return
         self.parse_payload(entry)
 
-    def parse_payload(self, entry: EntryRow) -> Any:
+    def parse_payload(self, entry: EntryRow | StepRow) -> Any:
         """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON)."""
         try:
             split = entry.kind in ("submission.received", "verdict.issued")
@@ -247,7 +268,6 @@ class _Checker(RootChecks):
         header = self.payloads.get("audit.completed", {}).get("trace", {})
         header_hashes = header.get("step_hashes") if isinstance(header, dict) else None
         broken: list[int] = []
-        paired: set[int] = set()
         for position, row in enumerate(self.group.steps):
             if row.step_index != position:
                 self.report(
@@ -256,7 +276,6 @@ class _Checker(RootChecks):
                     step_index=row.step_index,
                 )
             committed = self.committed_step(row)
-            paired.add(row.global_seq)
             header_hash = (
                 header_hashes[position]
                 if isinstance(header_hashes, list) and position < len(header_hashes)
@@ -264,14 +283,17 @@ class _Checker(RootChecks):
             )
             if self.step(row, committed, header_hash, self.step_leaves[position]):
                 broken.append(position)
-        for seq in sorted(set(self.step_entries) - paired):
-            self.parse_payload(self.step_entries[seq])
-            self.report(
-                "step_row_missing",
-                "a trace.step entry has no step row",
-                global_seq=seq,
-                entry_kind="trace.step",
-            )
+        if self.step_entries != len(self.group.steps):  # a trace.step entry without a (complete) body
+            paired = {row.global_seq for row in self.group.steps}
+            for entry in self.group.entries:
+                if entry.kind == "trace.step" and entry.global_seq not in paired:
+                    self.parse_payload(entry)
+                    self.report(
+                        "step_row_missing",
+                        "a trace.step entry has no step row (its step body columns are not all set)",
+                        global_seq=entry.global_seq,
+                        entry_kind="trace.step",
+                    )
         if isinstance(header_hashes, list) and len(header_hashes) != len(self.group.steps):
             self.report(
                 "trace_header_mismatch",
@@ -279,56 +301,57 @@ class _Checker(RootChecks):
             )
         return broken
 
-    def committed_step(self, row: StepRow) -> dict[str, Any] | None:
+    def committed_step(self, row: StepRow) -> dict[str, Any]:
         """The row's trace.step payload: compared as exact text with what the append path writes for
-        the row (the common case, no parsing), else parsed and checked; None when there is none."""
-        entry = self.step_entries.get(row.global_seq)
-        if entry is None:
-            return None
-        expected = (
-            f'{{"step_hash":{quote(row.step_hash)},"step_id":{quote(row.step_id)},'
-            f'"step_index":{row.step_index},"step_type":{quote(row.step_type)}}}'
-        )
-        if entry.payload_canonical == expected:
+        the row's step columns (the common case, no parsing), else parsed and checked."""
+        step_hash, step_id, step_type = row.step_hash, row.step_id, row.step_type
+        if type(row.step_index) is int and _NEEDS_ESCAPE.search(step_hash + step_id + step_type) is None:
+            expected = (  # the same text as below, with no field to escape
+                f'{{"step_hash":"{step_hash}","step_id":"{step_id}",'
+                f'"step_index":{row.step_index},"step_type":"{step_type}"}}'
+            )
+        else:
+            expected = (
+                f'{{"step_hash":{quote(step_hash)},"step_id":{quote(step_id)},'
+                f'"step_index":{row.step_index},"step_type":{quote(step_type)}}}'
+            )
+        if row.payload_canonical == expected:
             return {
                 "step_hash": row.step_hash,
                 "step_id": row.step_id,
                 "step_index": row.step_index,
                 "step_type": row.step_type,
             }
-        payload = self.parse_payload(entry)
+        payload = self.parse_payload(row)
         return payload if isinstance(payload, dict) else {}
 
-    def step(self, row: StepRow, committed: dict[str, Any] | None, header_hash: Any, text_hash: str) -> bool:
+    def step(self, row: StepRow, committed: dict[str, Any], header_hash: Any, text_hash: str) -> bool:
         """Check one row (``text_hash``: the SHA-256 of its text); True when something is wrong with it."""
-        details: dict[str, Any] = {"recomputed": text_hash, "step_hash_column": row.step_hash}
+        details: dict[str, Any] = {
+            "recomputed": text_hash,
+            "step_hash_column": row.step_hash,
+            "committed": committed.get("step_hash"),
+        }
         code = message = None
-        if committed is None:
+        if text_hash != row.step_hash:
             code, message = (
-                "step_entry_missing",
-                "the step row's global_seq is not a trace.step entry of this submission",
+                "step_hash_mismatch",
+                "the stored canonical step does not hash to its step_hash",
             )
-        else:
-            details["committed"] = committed.get("step_hash")
-            if text_hash != row.step_hash:
-                code, message = (
-                    "step_hash_mismatch",
-                    "the stored canonical step does not hash to its step_hash",
-                )
-            elif committed.get("step_hash") != row.step_hash:
-                code, message = (
-                    "step_not_committed",
-                    "the step row's hash differs from the one its trace.step entry commits to",
-                )
-            elif [committed.get(k) for k in ("step_index", "step_id", "step_type")] != [
-                row.step_index,
-                row.step_id,
-                row.step_type,
-            ]:
-                code, message = (
-                    "step_entry_mismatch",
-                    "the trace.step entry names another step index, id or type",
-                )
+        elif committed.get("step_hash") != row.step_hash:
+            code, message = (
+                "step_not_committed",
+                "the step row's hash differs from the one its trace.step entry commits to",
+            )
+        elif [committed.get(k) for k in ("step_index", "step_id", "step_type")] != [
+            row.step_index,
+            row.step_id,
+            row.step_type,
+        ]:
+            code, message = (
+                "step_entry_mismatch",
+                "the trace.step entry names another step index, id or type",
+            )
         if code is None and header_hash is not None and header_hash != text_hash:
             details["audit_trace_hash"] = header_hash
             code, message = (
@@ -355,6 +378,8 @@ class _Checker(RootChecks):
     def step_columns(row: StepRow) -> tuple[str | None, str | None]:
         """The ``evidence_ids`` column against the step text (step_id and step_type are compared
         with the trace.step entry, which commits to them)."""
+        if _evidence_ids_written(row.canonical_step, row.evidence_ids):
+            return None, None
         try:
             evidence_ids = top_level_value(row.canonical_step, "evidence_ids")
         except ValueError:

@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from engine.version import ENGINE_VERSION
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 from ledger.translog.leaves import ProvenLeaves
+from ledger.verify.collection import fewer_collections
 from ledger.verify.problems import Problem
 from ledger.verify.source import (
     count_submissions,
@@ -214,11 +215,12 @@ def run_verify(
     ``jobs > 1`` checks pages in worker processes under the same snapshot
     (:mod:`ledger.verify.workers`); ``jobs <= 0`` picks one per CPU (at most 8) from
     :data:`AUTO_PARALLEL_MIN_FORKED` submissions when workers can be forked, else from
-    :data:`AUTO_PARALLEL_MIN`, and checks inline below.
+    :data:`AUTO_PARALLEL_MIN`, and checks inline below. Cyclic garbage is collected less often
+    meanwhile (:func:`ledger.verify.collection.fewer_collections`).
     """
     report = VerifyReport()
     started = time.perf_counter()
-    with snapshot(engine) as conn:
+    with fewer_collections(), snapshot(engine) as conn:
         total = count_submissions(conn)
         if jobs <= 0:
             jobs = auto_jobs(total, AUTO_PARALLEL_MIN_FORKED if fork_is_safe() else AUTO_PARALLEL_MIN)

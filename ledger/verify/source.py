@@ -1,10 +1,12 @@
 """Reading the ledger for ``ledger verify``: submissions in pages with all their entries and steps.
 
 Submissions are paged by ``submission_id`` (keyset on the primary key); each page loads its
-entries (``ORDER BY submission_id, stream_seq`` on the unique index) and step rows with one
-``= ANY(...)`` query each. A submission's entries need not be contiguous in ``global_seq``
+entries with one ``= ANY(...)`` query (``ORDER BY submission_id, stream_seq`` on the unique index).
+Each entry row is read once: a ``trace.step`` entry carries its step body in the same row (revision
+0008), so a submission's steps are its ``trace.step`` rows with a body, ordered by ``step_index``
+here (:func:`steps_of`). A submission's entries need not be contiguous in ``global_seq``
 (follow-up kinds are chained later), so grouping is by submission, never by position.
-Ledger-wide facts (the global sequence, step rows that belong to no entry) are single queries.
+Ledger-wide facts (the global sequence, step bodies on entries of another kind) are single queries.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, NamedTuple
 
 from psycopg import Connection
 
-from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_COLUMNS
+from ledger.store.records import PAYLOAD_ENTRY_COLUMNS, STEP_WRITE_COLUMNS
 
 __all__ = [
     "EntryRow",
@@ -29,14 +31,16 @@ __all__ = [
     "load_page",
     "orphan_steps",
     "sequence_facts",
+    "steps_of",
 ]
 
 PAGE_SIZE = 1000
 
 
 class EntryRow(NamedTuple):
-    """An entry row as selected with :data:`ledger.store.records.PAYLOAD_ENTRY_COLUMNS` (a tuple:
-    built from the driver's row without a Python-level ``__init__``)."""
+    """An entry row as selected with :data:`ledger.store.records.PAYLOAD_ENTRY_COLUMNS` followed by
+    :data:`ledger.store.records.STEP_WRITE_COLUMNS` (a tuple: built from the driver's row without a
+    Python-level ``__init__``). The step body columns are None except on ``trace.step`` rows."""
 
     global_seq: int
     submission_id: str
@@ -47,18 +51,31 @@ class EntryRow(NamedTuple):
     entry_hash: str
     engine_version: str
     payload_canonical: str
+    step_index: int | None = None
+    step_id: str | None = None
+    step_type: str | None = None
+    evidence_ids: Sequence[str] | None = None
+    step_hash: str | None = None
+    canonical_step: str | None = None
 
 
 class StepRow(NamedTuple):
-    """A step row as selected with :data:`ledger.store.records.STEP_COLUMNS` (``evidence_ids`` as
-    the driver returns it: a list, or None)."""
+    """A ``trace.step`` entry row whose step body columns are all set (the same columns as
+    :class:`EntryRow`; ``evidence_ids`` as the driver returns it: a list)."""
 
-    submission_id: str
-    step_index: int
     global_seq: int
+    submission_id: str
+    stream_seq: int
+    kind: str
+    payload_hash: str
+    prev_hash: str
+    entry_hash: str
+    engine_version: str
+    payload_canonical: str
+    step_index: int
     step_id: str
     step_type: str
-    evidence_ids: Sequence[str] | None
+    evidence_ids: Sequence[str]
     step_hash: str
     canonical_step: str
 
@@ -67,14 +84,17 @@ def _names(columns: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in columns.split(","))
 
 
+ENTRY_ROW_COLUMNS = f"{PAYLOAD_ENTRY_COLUMNS}, {STEP_WRITE_COLUMNS}"
+
 # Fail at import, not with misread columns, if the store's column lists change order or content.
-if _names(PAYLOAD_ENTRY_COLUMNS) != EntryRow._fields or _names(STEP_COLUMNS) != StepRow._fields:
+if not _names(ENTRY_ROW_COLUMNS) == EntryRow._fields == StepRow._fields:
     raise ImportError("ledger.verify.source: the store's column lists differ from EntryRow/StepRow")
 
 
 @dataclass(frozen=True)
 class SubmissionGroup:
-    """A submission row with its entries (stream order) and step rows (step order)."""
+    """A submission row with its entries (stream order) and its steps: the ``trace.step`` entries
+    with a step body, in ``step_index`` order (:func:`steps_of`)."""
 
     submission_id: str
     idempotency_key: str
@@ -125,38 +145,45 @@ def orphan_steps(
     return [(str(r[0]), int(r[1]), int(r[2]), r[3], r[4]) for r in rows]
 
 
+def steps_of(entries: Sequence[EntryRow]) -> list[StepRow]:
+    """The steps of a submission: its ``trace.step`` entries whose step body columns are all set, in
+    ``step_index`` order (stable: a repeated index keeps stream order). A ``trace.step`` entry without
+    a complete body is left out (the checks name it: ``step_row_missing``)."""
+    # entry[9:] is the step body (step_index ... canonical_step: the field check above holds it there)
+    steps = [_new_step(entry) for entry in entries if entry.kind == "trace.step" and None not in entry[9:]]
+    steps.sort(key=_STEP_INDEX)
+    return steps
+
+
 def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
     ids = [head[0] for head in heads]
     rows = conn.execute(
-        f"SELECT {PAYLOAD_ENTRY_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
+        f"SELECT {ENTRY_ROW_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
         "ORDER BY submission_id, stream_seq",  # sorted by the server: less work in this process
         {"ids": ids},
     ).fetchall()
     entries = {sid: list(group) for sid, group in groupby(map(_new_entry, rows), key=_SUBMISSION_OF_ENTRY)}
-    rows = conn.execute(
-        f"SELECT {STEP_COLUMNS} FROM ledger_store.trace_steps WHERE submission_id = ANY(%(ids)s) "
-        "ORDER BY submission_id, step_index",
-        {"ids": ids},
-    ).fetchall()
-    steps = {sid: list(group) for sid, group in groupby(map(_new_step, rows), key=_SUBMISSION_OF_STEP)}
-    return [
-        SubmissionGroup(
-            submission_id=sid,
-            idempotency_key=key,
-            market_id=market_id,
-            bundle_id=bundle_id,
-            status=status,
-            input_hashes_canonical=input_hashes,
-            engine_version=version,
-            entries=entries.get(sid, ()),
-            steps=steps.get(sid, ()),
+    groups = []
+    for sid, key, market_id, bundle_id, status, input_hashes, version in heads:
+        found = entries.get(sid, ())
+        groups.append(
+            SubmissionGroup(
+                submission_id=sid,
+                idempotency_key=key,
+                market_id=market_id,
+                bundle_id=bundle_id,
+                status=status,
+                input_hashes_canonical=input_hashes,
+                engine_version=version,
+                entries=found,
+                steps=steps_of(found),
+            )
         )
-        for sid, key, market_id, bundle_id, status, input_hashes, version in heads
-    ]
+    return groups
 
 
 _SUBMISSION_OF_ENTRY = itemgetter(1)
-_SUBMISSION_OF_STEP = itemgetter(0)
+_STEP_INDEX = itemgetter(9)
 # tuple.__new__ on the subclass: the row becomes the named tuple with no Python frame per row
 _new_entry: Callable[[tuple[Any, ...]], EntryRow] = partial(tuple.__new__, EntryRow)
 _new_step: Callable[[tuple[Any, ...]], StepRow] = partial(tuple.__new__, StepRow)

@@ -2,7 +2,7 @@
 
 The parent opens its REPEATABLE READ snapshot, exports it (``pg_export_snapshot()``) and computes
 the first ``submission_id`` of every page; each worker imports the snapshot (``SET TRANSACTION
-SNAPSHOT``), reads its page with the same three queries as the serial path and returns only the
+SNAPSHOT``), reads its page with the same two queries as the serial path and returns only the
 problems it found. Every worker thus sees exactly the parent's view of the ledger, reading and
 checking in parallel (the way ``pg_dump --jobs`` shares one snapshot). The parent checks pages
 from the end of the queue while it waits. Workers are forked when no other thread runs (they start
@@ -25,6 +25,7 @@ from psycopg import Connection
 
 from ledger.connect import libpq_url
 from ledger.verify.checks import check_submission
+from ledger.verify.collection import fewer_collections
 from ledger.verify.problems import Problem
 from ledger.verify.source import SubmissionGroup, load_page
 
@@ -65,14 +66,15 @@ def _connection(url: str) -> Connection[Any]:
 
 def check_page(url: str, snapshot_id: str, after: str, page_size: int) -> PageResult:
     """Worker: read one page under the exported snapshot and check every submission in it."""
-    conn = _connection(url)
-    try:
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'")
-        groups = load_page(conn, after, page_size)
-    finally:
-        conn.rollback()
-    return checked(groups)
+    with fewer_collections():  # as in the parent (a forked worker has its raised threshold already)
+        conn = _connection(url)
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_id}'")
+            groups = load_page(conn, after, page_size)
+        finally:
+            conn.rollback()
+        return checked(groups)
 
 
 def checked(groups: list[SubmissionGroup]) -> PageResult:

@@ -9,9 +9,9 @@ import pytest
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
-from ledger.verify.checks import _entry_hash, _header_text
-from ledger.verify.problems import cournot_root_hex
-from ledger.verify.source import EntryRow, SubmissionGroup
+from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text
+from ledger.verify.problems import MISSING, cournot_root_hex, top_level_value
+from ledger.verify.source import EntryRow, StepRow, SubmissionGroup, steps_of
 
 
 def _hex(n: int) -> str:
@@ -99,3 +99,61 @@ def test_header_built_around_the_stored_text_is_the_canonical_header(group: Subm
 )
 def test_header_fast_path_leaves_everything_else_to_the_general_path(group: SubmissionGroup) -> None:
     assert _header_text(group) is None
+
+
+def _step_entry(seq: int, index: int | None, kind: str = "trace.step", text: str | None = "{}") -> EntryRow:
+    body = (index, f"s{index}", "t", [], _hex(seq), text) if index is not None else (None,) * 6
+    return EntryRow(seq, _hex(1), seq, kind, _hex(2), _hex(3), _hex(4), "1", "{}", *body)
+
+
+def test_steps_of_keeps_complete_trace_step_bodies_in_step_index_order() -> None:
+    entries = [
+        _step_entry(1, None, kind="submission.received"),
+        _step_entry(2, 2),
+        _step_entry(3, 0),
+        _step_entry(4, 1, text=None),  # an incomplete body: no step (named step_row_missing)
+        _step_entry(5, 0),  # a repeated index keeps stream order
+        _step_entry(6, 9, kind="audit.completed"),  # a body on another kind: the ledger-wide check's
+    ]
+    steps = steps_of(entries)
+    assert [(step.global_seq, step.step_index) for step in steps] == [(3, 0), (5, 0), (2, 2)]
+    assert all(
+        isinstance(step, StepRow) and tuple(step) == tuple(entries[step.global_seq - 1]) for step in steps
+    )
+
+
+_STEP_TEXTS = [
+    '{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}',
+    '{"action":"a","evidence_ids":["e1","e2"]}',
+    '{"action":"a","evidence_ids":["e1"],"inputs":{"evidence_ids":["e1","e2"]}}',
+    '{"action":"a","evidence_ids":["e1","e2"]x',
+    '{"action":"a","evidence_ids":["e1","e2","e3"],"inputs":{}}',
+    '{"action":"a","evidence_ids":["e\\"1"],"inputs":{}}',
+    '{"action":"a\\"","evidence_ids":["e1","e2"],"inputs":{}}',
+    '{"action":"a","evidence_ids":[],"inputs":{}}',
+    '{"action":"a","evidence_ids":null,"inputs":{}}',
+    '{"action":"a","inputs":{"evidence_ids":["e1","e2"]}}',
+    '{"a":{"action":"a","evidence_ids":["e1","e2"]}}',
+    '{"action":"a","evidence_ids":["e1","e2"],"evidence_ids":["x"]}',
+    "[1]",
+]
+_COLUMNS: list[object] = [["e1", "e2"], ["e1"], ['e1","e2'], ['e"1'], [], None, ["e1", None], ("e1", "e2")]
+
+
+@pytest.mark.parametrize("text", _STEP_TEXTS)
+@pytest.mark.parametrize("column", _COLUMNS)
+def test_evidence_ids_fast_path_agrees_with_the_general_path(text: str, column: object) -> None:
+    try:
+        value = top_level_value(text, "evidence_ids")
+    except ValueError:
+        general = False
+    else:
+        found = () if value is MISSING or value is None else tuple(value)
+        general = found == tuple(column or ())  # type: ignore[call-overload]
+    if _evidence_ids_written(text, column):  # the fast path may only ever say "they match"
+        assert general
+
+
+def test_evidence_ids_fast_path_takes_the_engine_s_steps() -> None:
+    assert _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ["e1", "e2"])
+    assert not _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ['e1","e2'])

@@ -8,7 +8,7 @@ through the four stages one after the other, as the consumer does (``audit_envel
 ``time.process_time`` to its total; a warm-up round of 100 records runs first. The figure per
 stage is the median over rounds of µs per bundle. Only this process's CPU is counted, so the
 figures are steadier than wall time on a shared machine; the load average is printed beside them.
-The rounds run under the consumer's collector settings (``consumers.gc_tuning``) unless
+The rounds run under the consumer's collector settings (``ledger.collection``) unless
 ``--gc default`` asks for CPython's.
 """
 
@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_end_to_end import corpus, records  # noqa: E402
 
-from consumers.gc_tuning import tuned_gc  # noqa: E402
 from engine.envelope import decode_envelope  # noqa: E402
 from engine.pipeline import run_pipeline  # noqa: E402
+from ledger.collection import tuned_gc  # noqa: E402
 from ledger.store.append import prepare  # noqa: E402
 from ledger.store.drafts import submission_draft  # noqa: E402
 

@@ -43,11 +43,11 @@ from aiokafka.errors import KafkaError
 from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch, process_cpu
 from consumers.consumer_config import ConsumerConfig
 from consumers.dlq import DeadLetterSender
-from consumers.gc_tuning import tuned_gc
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
 from consumers.source_log import SourceIdentity, SourceTracker, ends_below
+from ledger.collection import tuned_gc
 from ledger.store.records import OffsetAdvance
 
 __all__ = ["ConsumerConfig", "LedgerConsumer", "LedgerPort"]
@@ -122,7 +122,7 @@ class LedgerConsumer:
     async def run(self) -> None:
         """Join the group and process batches until stopped or idle for ``until_idle`` seconds.
 
-        The collector is tuned for batches while it runs (:mod:`consumers.gc_tuning`).
+        The collector is tuned for batches while it runs (:mod:`ledger.collection`).
         """
         with tuned_gc(self.config.tune_gc):
             await self._run()

@@ -38,7 +38,7 @@ class ConsumerConfig:
     retry_max: float = 10.0
     kafka_commit_interval: float = 2.0
     tune_gc: bool = True
-    """Freeze the start-up heap and collect less often while consuming (:mod:`consumers.gc_tuning`)."""
+    """Freeze the start-up heap and collect less often while consuming (:mod:`ledger.collection`)."""
 
 
 def consumer_kwargs(*, embedded: bool) -> dict[str, int]:

@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from engine.version import ENGINE_VERSION
+from ledger.collection import fewer_collections
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 from ledger.translog.leaves import ProvenLeaves
-from ledger.verify.collection import fewer_collections
 from ledger.verify.problems import Problem
 from ledger.verify.source import (
     count_submissions,
@@ -216,7 +216,7 @@ def run_verify(
     (:mod:`ledger.verify.workers`); ``jobs <= 0`` picks one per CPU (at most 8) from
     :data:`AUTO_PARALLEL_MIN_FORKED` submissions when workers can be forked, else from
     :data:`AUTO_PARALLEL_MIN`, and checks inline below. Cyclic garbage is collected less often
-    meanwhile (:func:`ledger.verify.collection.fewer_collections`).
+    meanwhile (:func:`ledger.collection.fewer_collections`).
     """
     report = VerifyReport()
     started = time.perf_counter()

@@ -23,9 +23,9 @@ from typing import Any
 import psycopg
 from psycopg import Connection
 
+from ledger.collection import fewer_collections
 from ledger.connect import libpq_url
 from ledger.verify.checks import check_submission
-from ledger.verify.collection import fewer_collections
 from ledger.verify.problems import Problem
 from ledger.verify.source import SubmissionGroup, load_page
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from consumers.gc_tuning import THRESHOLDS, tuned_gc
 from consumers.por_envelope import is_por_record as exported_is_por_record
 from consumers.por_route import POR_ENVELOPE_SCHEMA_ID, is_por_record
+from ledger.collection import THRESHOLDS, tuned_gc
 
 
 def test_tuned_gc_applies_thresholds_and_freezes_then_restores() -> None:

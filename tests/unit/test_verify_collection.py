@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ledger.verify.collection import YOUNG_THRESHOLD, fewer_collections
+from ledger.collection import YOUNG_THRESHOLD, fewer_collections
 
 
 @pytest.fixture(autouse=True)

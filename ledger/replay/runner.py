@@ -37,6 +37,7 @@ from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
 from engine.pipeline import PipelineResult, run_pipeline
 from engine.version import ENGINE_VERSION
+from ledger.collection import fewer_collections
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run, whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
@@ -348,7 +349,8 @@ class _Chunk:
 
 
 def _replay_chunk(cases: list[ReplayCase], live: bool) -> list[SubmissionReplay]:
-    return [replay_case(case, live) for case in cases]
+    with fewer_collections():  # in a worker as in the parent (ledger.collection)
+        return [replay_case(case, live) for case in cases]
 
 
 def _collected(chunks: list[_Chunk], live: bool) -> Iterator[SubmissionReplay]:
@@ -378,7 +380,7 @@ def run_replay(
     ``recorder(outcome)`` (e.g. :class:`ledger.replay.record.ReplayRecorder`) for each one."""
     report = ReplayReport(selection=selection, live=live)
     started = time.perf_counter()
-    with snapshot(engine) as conn:
+    with fewer_collections(), snapshot(engine) as conn:
         # the totals only feed the progress bar and --jobs 0: not counted (a scan of every step row) otherwise
         total, total_steps = count_selected(conn, selection) if progress is not None or jobs <= 0 else (0, 0)
         report.jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs

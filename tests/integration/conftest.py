@@ -1,13 +1,19 @@
-"""Fixtures for the ledger's integration tests: a migrated database per test and a store on it."""
+"""Fixtures for the ledger's integration tests: a migrated database per test, a store and an
+engine on it, and a transparency-log signing key."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import Engine
 
+from ledger.connect import create_ledger_engine
 from ledger.migration import upgrade
 from ledger.store.ledger_store import LedgerStore
+from ledger.translog.keys import generate_key_files, load_private_key
 
 
 @pytest.fixture
@@ -25,3 +31,18 @@ def ledger_store(migrated_database_url: str) -> Iterator[LedgerStore]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture
+def engine(migrated_database_url: str) -> Iterator[Engine]:
+    """A SQLAlchemy engine on the migrated database (disposed afterwards)."""
+    engine = create_ledger_engine(migrated_database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Ed25519PrivateKey:
+    """A fresh Ed25519 checkpoint signing key (files under ``tmp_path``)."""
+    generate_key_files(tmp_path / "log.key")
+    return load_private_key(tmp_path / "log.key")

@@ -4,7 +4,6 @@ the check names the first bad leaf: its global_seq and its submission."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -13,12 +12,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
 from cli.main import main
-from ledger.connect import create_ledger_engine, libpq_url
+from ledger.connect import libpq_url
 from ledger.settings import get_settings
 from ledger.store.hashing import entry_hash, payload_hash
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import CheckpointDamagedError, create_checkpoint
-from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.tree import catch_up_tree
 from ledger.translog.verify import verify_checkpoints
 from tests.helpers.ledger_factories import audited
@@ -26,19 +24,6 @@ from tests.helpers.ledger_factories import audited
 pytestmark = pytest.mark.integration
 
 TAMPERED_SEQ = 9
-
-
-@pytest.fixture
-def engine(migrated_database_url: str) -> Iterator[Engine]:
-    engine = create_ledger_engine(migrated_database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> Ed25519PrivateKey:
-    generate_key_files(tmp_path / "log.key")
-    return load_private_key(tmp_path / "log.key")
 
 
 def _superuser(url: str, *statements: tuple[str, tuple[object, ...]]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -14,7 +13,7 @@ from sqlalchemy import Engine, event, text
 
 import ledger.translog.tables  # noqa: F401  (registers the tables on the store's metadata)
 from engine.merkle.rfc6962 import consistency_proof, inclusion_proof, root_from_leaf_hashes
-from ledger.connect import create_ledger_engine, libpq_url
+from ledger.connect import libpq_url
 from ledger.migration import downgrade, include_name, upgrade
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.models import metadata
@@ -34,13 +33,6 @@ from ledger.translog.tree import (
 from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def engine(migrated_database_url: str) -> Iterator[Engine]:
-    engine = create_ledger_engine(migrated_database_url)
-    yield engine
-    engine.dispose()
 
 
 def _append(store: LedgerStore, count: int, prefix: str = "s") -> list[Any]:

@@ -4,37 +4,19 @@ database superuser with the append-only triggers bypassed)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
-from ledger.connect import create_ledger_engine
 from ledger.store.hashing import entry_hash, payload_hash
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import create_checkpoint
-from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.verify import verify_checkpoints
 from ledger.verify.runner import run_verify
 from tests.helpers.database import query, tamper
 from tests.helpers.ledger_factories import audited
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def engine(migrated_database_url: str) -> Iterator[Engine]:
-    engine = create_ledger_engine(migrated_database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> Ed25519PrivateKey:
-    generate_key_files(tmp_path / "log.key")
-    return load_private_key(tmp_path / "log.key")
 
 
 def _forge(url: str, seq: int, *, rehash: bool) -> str:

@@ -3,17 +3,12 @@ still named leaf by leaf (the comparison falls back to single leaves when a tile
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
-from ledger.connect import create_ledger_engine
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import create_checkpoint
-from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.tiles import TILE_WIDTH
 from ledger.translog.verify import verify_checkpoints
 from ledger.verify.runner import run_verify
@@ -23,19 +18,6 @@ from tests.integration.test_translog_tamper import _rewrite_entry, _superuser
 pytestmark = pytest.mark.integration
 
 TAMPERED_SEQ = 100  # inside the first whole tile (leaves 1..256)
-
-
-@pytest.fixture
-def engine(migrated_database_url: str) -> Iterator[Engine]:
-    engine = create_ledger_engine(migrated_database_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> Ed25519PrivateKey:
-    generate_key_files(tmp_path / "log.key")
-    return load_private_key(tmp_path / "log.key")
 
 
 def _ledger_beyond_one_tile(store: LedgerStore, engine: Engine, key: Ed25519PrivateKey) -> str:

@@ -45,7 +45,8 @@ from ledger.store.records import (
     select_entries,
     stored_entry,
 )
-from ledger.translog.tree import append_entries_to_tree
+from ledger.translog.leaves import entry_leaf_hash
+from ledger.translog.tree import append_entries_to_tree, extend_tree
 
 NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
@@ -75,13 +76,10 @@ class PreparedSubmission:
     input_hashes_canonical: str
     entries: tuple[PreparedEntry, ...]
     step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
-
-    def step_columns(self) -> list[tuple[Any, ...]]:
-        """Per entry, its ``STEP_WRITE_COLUMNS`` values: the step body on ``trace.step`` entries, else NULLs."""
-        columns: list[tuple[Any, ...]] = [_NO_STEP] * len(self.entries)
-        for position, *body in self.step_rows:
-            columns[position] = tuple(body)
-        return columns
+    # Built here, outside the append lock: per entry its COPY row without the leading global_seq
+    # (ENTRY_WRITE_COLUMNS then STEP_WRITE_COLUMNS), and its RFC 6962 leaf hash.
+    copy_rows: tuple[tuple[Any, ...], ...] = ()
+    leaves: tuple[bytes, ...] = ()
 
     def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
         """The entries as they are stored when the first gets ``first_seq``."""
@@ -181,16 +179,10 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
             raise InvalidDraftError(
                 "step_hash is not sha256 of canonical_step", field_path=f"steps[{step.step_index}].step_hash"
             )
-        row = (
-            position,
-            step.step_index,
-            step.step_id,
-            step.step_type,
-            list(step.evidence_ids),
-            step.step_hash,
-            step.canonical_step,
-        )
-        step_rows.append(row)
+        step_rows.append(
+            (position, step.step_index, step.step_id, step.step_type, list(step.evidence_ids), step.step_hash,
+             step.canonical_step)
+        )  # fmt: skip
     return PreparedSubmission(
         draft=draft,
         submission_id=submission_id,
@@ -198,7 +190,37 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         input_hashes_canonical=_canonical(draft.input_hashes, "input_hashes"),
         entries=entries,
         step_rows=tuple(step_rows),
+        copy_rows=_copy_rows(submission_id, draft.engine_version, entries, step_rows),
+        leaves=tuple(entry_leaf_hash(e.entry_hash) for e in entries),
     )
+
+
+def _copy_rows(
+    submission_id: str, version: str, entries: Sequence[PreparedEntry], step_rows: Sequence[tuple[Any, ...]]
+) -> tuple[tuple[Any, ...], ...]:
+    """Each entry's COPY row after ``global_seq``: ENTRY_WRITE_COLUMNS, then STEP_WRITE_COLUMNS (NULLs unless a step)."""
+    bodies: list[tuple[Any, ...]] = [_NO_STEP] * len(entries)
+    for position, *body in step_rows:
+        body[3] = _text_array(body[3], f"steps[{body[0]}].evidence_ids")
+        bodies[position] = tuple(body)
+    return tuple(
+        (submission_id, e.stream_seq, e.kind, e.payload_canonical, e.payload_hash, e.prev_hash, e.entry_hash,
+         version, *body)
+        for e, body in zip(entries, bodies, strict=True)
+    )  # fmt: skip
+
+
+def _text_array(values: Sequence[Any], where: str) -> str:
+    """A ``text[]`` literal of ``values`` (each double-quoted, ``\\`` and ``"`` escaped): what the
+    COPY writes for ``evidence_ids``, built before the lock instead of by the driver inside it."""
+    items = []
+    for value in values:
+        if type(value) is not str:
+            raise InvalidDraftError("evidence ids must be strings", field_path=where)
+        if "\\" in value or '"' in value:
+            value = value.replace("\\", "\\\\").replace('"', '\\"')
+        items.append(f'"{value}"')
+    return "{" + ",".join(items) + "}"
 
 
 @dataclass
@@ -288,17 +310,8 @@ def _copy_entries(cur: Cursor[Any], rows: Iterable[tuple[StoredEntry, str]]) -> 
 
 def _entry_row(entry: StoredEntry, text: str) -> tuple[Any, ...]:
     """An entry's ``ENTRY_WRITE_COLUMNS`` values."""
-    return (
-        entry.global_seq,
-        entry.submission_id,
-        entry.stream_seq,
-        entry.kind,
-        text,
-        entry.payload_hash,
-        entry.prev_hash,
-        entry.entry_hash,
-        entry.engine_version,
-    )
+    return (entry.global_seq, entry.submission_id, entry.stream_seq, entry.kind, text, entry.payload_hash,
+            entry.prev_hash, entry.entry_hash, entry.engine_version)  # fmt: skip
 
 
 def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]) -> None:
@@ -321,18 +334,11 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
     with cur.copy(
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
+        write_row = copy.write_row
         for offer, stored in new:
-            seq, submission_id, version = (
-                stored[0].global_seq,
-                offer.submission_id,
-                offer.draft.engine_version,
-            )
-            for e, body in zip(offer.entries, offer.step_columns(), strict=True):
-                # ENTRY_WRITE_COLUMNS, then STEP_WRITE_COLUMNS (NULLs unless a trace.step)
-                copy.write_row(
-                    (seq, submission_id, e.stream_seq, e.kind, e.payload_canonical, e.payload_hash, e.prev_hash,
-                     e.entry_hash, version, *body)
-                )  # fmt: skip
+            seq = stored[0].global_seq
+            for tail in offer.copy_rows:
+                write_row((seq, *tail))
                 seq += 1
 
 
@@ -417,7 +423,8 @@ def write_batch(
             results.append(None)
     if new:
         _copy_new(cur, new)
-        append_entries_to_tree(cur, [entry for _, entries in new for entry in entries])
+        # the new entries take global_seq first..next_seq - 1 in order: leaves first - 1 onwards
+        extend_tree(cur, [leaf for offer, _ in new for leaf in offer.leaves], new[0][1][0].global_seq - 1)
     for index, offer, found, reason in pending:
         conflict = _record_conflict(cur, offer, found, reason)
         results[index] = AppendResult(

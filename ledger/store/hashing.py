@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from hashlib import sha256
 from typing import Any
 
 from engine.canonical import canonical_bytes, from_hex, hash_canonical, sha256_hex, to_hex
@@ -125,13 +126,37 @@ def chain_hashes(
     start_seq: int = 1,
     prev_hash: str = GENESIS_PREV_HASH,
 ) -> list[tuple[int, str, str]]:
-    """Chain ``(kind, payload_hash, engine_version)`` links; returns ``(stream_seq, prev_hash, entry_hash)``."""
+    """Chain ``(kind, payload_hash, engine_version)`` links; returns ``(stream_seq, prev_hash, entry_hash)``.
+
+    The same bytes as :func:`entry_hash` link by link, with the JSON quoting of the values that
+    repeat along a chain (stream id, kinds, engine versions) done once, and each link's
+    ``prev_hash`` taken as the previous link's own hex digest (which needs no escaping).
+    """
+    if isinstance(start_seq, bool) or not isinstance(start_seq, int):
+        raise TypeError(f"stream_seq must be an int, got {type(start_seq).__name__}")
+    stream = _json_str(stream_id)
+    quoted: dict[str, str] = {}
+
+    def once(value: str) -> str:
+        if type(value) is not str:
+            return _json_str(value)
+        text = quoted.get(value)
+        if text is None:
+            text = quoted[value] = _json_str(value)
+        return text
+
     out: list[tuple[int, str, str]] = []
     seq = start_seq
+    prev_text = _json_str(prev_hash)
     for kind, link_payload_hash, engine_version in links:
-        current = entry_hash(stream_id, seq, kind, link_payload_hash, prev_hash, engine_version)
+        preimage = (
+            f'{{"engine_version":{once(engine_version)},"kind":{once(kind)},'
+            f'"payload_hash":{_json_str(link_payload_hash)},"prev_hash":{prev_text},'
+            f'"stream_id":{stream},"stream_seq":{seq}}}'
+        )
+        current = "0x" + sha256(preimage.encode("utf-8")).hexdigest()
         out.append((seq, prev_hash, current))
-        prev_hash = current
+        prev_hash, prev_text = current, f'"{current}"'
         seq += 1
     return out
 

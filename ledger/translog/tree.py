@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from engine.merkle.rfc6962 import (
     HASH_SIZE,
+    MAX_TREE_SIZE,
     Frontier,
     consistency_proof_from_subtrees,
     inclusion_proof_from_subtrees,
@@ -242,15 +243,30 @@ def extend_tree(db: Database, new_leaf_hashes: Sequence[bytes], start_index: int
         if loaded is None:
             raise TreeError(f"the tree cannot reach leaf {start_index}: entries before it are missing")
     frontier, edge = loaded
-    appended: dict[int, list[bytes]] = {}
+    # Frontier.append_with_subtrees, one leaf at a time, on a mutable copy of the right edge: each
+    # leaf is a level-0 tile hash, and every perfect subtree it completes whose height is a
+    # multiple of 8 is a hash of the tile level above (smallest first, in leaf order).
+    roots = list(frontier.subtree_roots)
+    size = start_index
+    level0: list[bytes] = []
+    appended: dict[int, list[bytes]] = {0: level0}
     for value in new_leaf_hashes:
-        frontier, completed = frontier.append_with_subtrees(value)
-        for subtree in completed:
-            height = (subtree.end - subtree.start).bit_length() - 1
+        if type(value) is not bytes or len(value) != HASH_SIZE:
+            raise ValueError(f"leaf hash must be {HASH_SIZE} bytes")
+        if size >= MAX_TREE_SIZE:
+            raise ValueError("tree is full")
+        level0.append(value)
+        node, width, height = value, 1, 0
+        while size & width:
+            node = node_hash(roots.pop(), node)
+            width <<= 1
+            height += 1
             if height % TILE_HEIGHT == 0:
-                appended.setdefault(height // TILE_HEIGHT, []).append(subtree.hash)
+                appended.setdefault(height // TILE_HEIGHT, []).append(node)
+        roots.append(node)
+        size += 1
     write_tiles(db, tile_rows(start_index, edge, appended))
-    return frontier
+    return Frontier(size, tuple(roots))
 
 
 def append_entries_to_tree(db: Database, entries: Sequence[Any]) -> Frontier | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -17,7 +18,7 @@ from ledger.errors import (
 )
 from ledger.store.hashing import GENESIS_PREV_HASH
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.payloads import rejection_payload
+from ledger.store.payloads import rejection_payload, step_draft, trace_step_entry
 from ledger.store.records import EntryDraft, OffsetAdvance, StepDraft, SubmissionDraft
 from tests.helpers.database import chain_problems, query, row_counts, tamper
 from tests.helpers.ledger_factories import audited, rejected
@@ -175,6 +176,33 @@ def test_get_submission_by_id_or_key_returns_entries_and_steps(ledger_store: Led
         assert "0x" + hashlib.sha256(step.canonical_step.encode()).hexdigest() == step.step_hash
     assert by_key.operational.host == "test-host"
     assert ledger_store.get_submission("missing") is None
+
+
+def test_evidence_ids_with_array_syntax_are_stored_exactly(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
+    # the COPY writes evidence_ids as a text[] literal built in prepare: quoting must be exact
+    odd = ['ev "1"', "back\\slash", "a,b", "{c}", "NULL", "", " pad ", "tab\there", "new\nline", "é"]
+    base = audited("k-odd", steps=2)
+    steps = [
+        step_draft(0, {"step_id": "step_0001", "type": "extract", "evidence_ids": odd}),
+        step_draft(1, {"step_id": "step_0002", "type": "map", "evidence_ids": []}),
+    ]
+    entries = [base.entries[0], *(trace_step_entry(step) for step in steps), *base.entries[3:]]
+    ledger_store.append(dataclasses.replace(base, entries=entries, steps=steps))
+    rows = query(
+        migrated_database_url,
+        "SELECT evidence_ids FROM ledger_store.trace_steps ORDER BY step_index",
+    )
+    assert rows == [(odd,), ([],)]
+    stored = ledger_store.get_submission("k-odd")
+    assert stored is not None and [list(s.evidence_ids) for s in stored.steps] == [odd, []]
+    bad = StepDraft(0, "step_0001", "extract", [1], steps[0].step_hash, steps[0].canonical_step)  # type: ignore[list-item]
+    bad_entries = [base.entries[0], trace_step_entry(bad), *entries[2:]]
+    with pytest.raises(InvalidDraftError, match="evidence ids must be strings"):
+        ledger_store.append(
+            dataclasses.replace(base, idempotency_key="k-bad", entries=bad_entries, steps=[bad, steps[1]])
+        )
 
 
 def test_iter_entries_pages_in_global_order(ledger_store: LedgerStore) -> None:

@@ -96,7 +96,8 @@ def copy_entries(url: str, first_seq: int, count: int) -> list[str]:
             size = min(PER_SUBMISSION, count - start)
             submission = "0x" + hashlib.sha256(f"bench submission {seq}".encode()).hexdigest()
             payloads = [f'{{"n":{seq + i}}}' for i in range(size)]
-            links = [("trace.step", payload_hash(p), "bench") for p in payloads]
+            # Not trace.step: since revision 0008 a step entry must carry its step body columns.
+            links = [("audit.completed", payload_hash(p), "bench") for p in payloads]
             chained = chain_hashes(submission, links)
             cur.execute(
                 "INSERT INTO ledger_store.submissions (submission_id, idempotency_key, status, "
@@ -111,7 +112,7 @@ def copy_entries(url: str, first_seq: int, count: int) -> list[str]:
                             seq + i,
                             submission,
                             stream_seq,
-                            "trace.step",
+                            "audit.completed",
                             payloads[i],
                             links[i][1],
                             prev,

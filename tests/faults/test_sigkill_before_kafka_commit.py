@@ -39,10 +39,17 @@ BUNDLES = 60
 # A consumer that never mirrors its offsets into Kafka before it is stopped (interval: forever).
 NEVER_COMMITS_TO_KAFKA = textwrap.dedent(
     """
-    import asyncio, os
+    import asyncio, os, time
     from ledger.store.drafts import audit_envelope
     from consumers.consumer import ConsumerConfig, LedgerConsumer
     from ledger.store.ledger_store import LedgerStore
+
+    def slow_audit(decoded, operational):
+        # 50 ms per record: the whole topic takes seconds, so the test's 0.2 s poll sees the first
+        # ledger commit and kills the process well before the end (unpaced, a fast engine could
+        # commit all of it between two polls).
+        time.sleep(0.05)
+        return audit_envelope(decoded, operational)
 
     config = ConsumerConfig(
         bootstrap=os.environ["LEDGER_KAFKA_BOOTSTRAP"],
@@ -57,7 +64,7 @@ NEVER_COMMITS_TO_KAFKA = textwrap.dedent(
         kafka_commit_interval=1e12,
     )
     with LedgerStore(os.environ["LEDGER_DATABASE_URL"]) as store:
-        asyncio.run(LedgerConsumer(config, store, audit_envelope).run())
+        asyncio.run(LedgerConsumer(config, store, slow_audit).run())
     """
 )
 

@@ -16,12 +16,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from psycopg import Cursor, sql
 
-from engine.canonical import CanonicalizationError, canonical_bytes_of_plain, dumps_canonical
+from engine.canonical import CanonicalizationError, dumps_canonical
 from ledger.errors import InvalidDraftError, StaleOffsetError
 from ledger.store.hashing import (
+    CanonicalText,
     canonical_text,
     chain_hashes,
     payload_hash,
@@ -110,45 +110,24 @@ def _canonical(value: Any, where: str) -> str:
     return text
 
 
-_SCALARS = (str, int, bool)
 _NO_STEP: tuple[Any, ...] = (None,) * len(STEP_WRITE_COLUMNS.split(","))
 
 
 def _entry_canonical(entry: EntryDraft, where: str) -> str:
-    """The entry's canonical payload text: the precomputed one after a cheap check, else computed.
+    """The entry's canonical payload text: a trusted precomputed one as it is, else computed.
 
-    A precomputed text is trusted for what the check cannot see (values inside nested objects):
-    only the consumer sets it, in-process, from the same canonical function (EntryDraft). The
-    cheap check: the text parses to an object with exactly the payload's non-None keys and its
-    top-level scalars, and re-encodes to itself (so it is in canonical form). When it does not
-    pass (or cannot run: orjson reads big integers as floats) the payload is canonicalised and the
-    draft is refused unless the two texts are equal: fail closed, never a silent substitute.
+    Trusted: a :class:`~ledger.store.hashing.CanonicalText` still attached to the dict it was made
+    from (see there why it need not be parsed again). Anything else given (a plain ``str``, a text
+    moved to another payload, a payload changed since) is compared with the payload's canonical
+    text and the draft refused unless they are equal: fail closed, never a silent substitute.
     """
     text = entry.canonical
-    if text is None:
-        return _canonical(entry.payload, where)
-    if _looks_like_canonical_of(text, entry.payload):
-        return text
-    if _canonical(entry.payload, where) != text:
+    if type(text) is CanonicalText and text.made_from(entry.payload):
+        return text.plain()
+    computed = _canonical(entry.payload, where)
+    if text is not None and computed != text:
         raise InvalidDraftError("precomputed canonical text differs from the payload's", field_path=where)
-    return text
-
-
-def _looks_like_canonical_of(text: str, payload: dict[str, Any]) -> bool:
-    try:
-        encoded = text.encode("utf-8")
-        parsed = orjson.loads(encoded)
-    except (UnicodeEncodeError, orjson.JSONDecodeError):  # not the quick path: prepare recomputes
-        return False
-    if not isinstance(parsed, dict):
-        return False
-    present = {key: value for key, value in payload.items() if value is not None}
-    if set(parsed) != set(present):
-        return False
-    for key, value in present.items():
-        if isinstance(value, _SCALARS) and (type(parsed[key]) is not type(value) or parsed[key] != value):
-            return False
-    return canonical_bytes_of_plain(parsed) == encoded
+    return computed
 
 
 def prepare(draft: SubmissionDraft) -> PreparedSubmission:
@@ -446,7 +425,7 @@ def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, st
             raise InvalidDraftError(
                 f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
             )
-        text = _canonical(entry.payload, f"entries[{index}].payload")
+        text = _entry_canonical(entry, f"entries[{index}].payload")
         out.append((entry.kind, text, payload_hash(text)))
     return out
 

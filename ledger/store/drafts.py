@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from engine.envelope import DecodedEnvelope, inputs_preimage
 from engine.pipeline import PipelineResult, run_pipeline
 from engine.schemas import ReasoningStep
-from ledger.store.hashing import canonical_text, quote
+from ledger.store.hashing import CanonicalText, canonical_payload
 from ledger.store.payloads import (
     audit_payload,
     received_payload,
@@ -58,16 +58,17 @@ def _step_drafts(result: PipelineResult) -> list[StepDraft]:
     steps are canonicalised here and checked against the engine's hashes.
     """
     steps = result.trace.steps
-    if len(result.step_canonical) != len(steps):
-        return [_recomputed_step(index, step, result.step_hashes[index]) for index, step in enumerate(steps)]
+    texts, hashes = result.step_canonical, result.step_hashes  # read once: each is a model attribute
+    if len(texts) != len(steps):
+        return [_recomputed_step(index, step, hashes[index]) for index, step in enumerate(steps)]
     return [
         StepDraft(
             step_index=index,
             step_id=step.step_id,
             step_type=step.type,
             evidence_ids=tuple(step.evidence_ids),
-            step_hash=result.step_hashes[index],
-            canonical_step=result.step_canonical[index].decode("utf-8"),
+            step_hash=hashes[index],
+            canonical_step=texts[index].decode("utf-8"),
         )
         for index, step in enumerate(steps)
     ]
@@ -108,23 +109,14 @@ def _carried_inputs(
 
 def _received_canonical(
     received: dict[str, Any], decoded: DecodedEnvelope, result: PipelineResult
-) -> str | None:
+) -> CanonicalText | None:
     """Canonical text of the ``submission.received`` payload, reusing the inputs' canonical bytes.
 
-    The object's text is put together member by member in canonical key order: the members whose
-    bytes were already made (:func:`_carried_inputs`) as they are, the others canonicalised here
-    with the store's function. None (the store canonicalises the payload itself) when no bytes
-    were carried.
+    The object's text is put together member by member in canonical key order
+    (:func:`~ledger.store.hashing.canonical_payload`): the members whose bytes were already made
+    (:func:`_carried_inputs`) as they are, the others canonicalised with the store's function.
     """
-    carried = _carried_inputs(received, decoded, result)
-    if not carried:
-        return None
-    members = [
-        f"{quote(key)}:{carried[key].decode('utf-8') if key in carried else canonical_text(value)}"
-        for key, value in sorted(received.items())
-        if value is not None
-    ]
-    return "{" + ",".join(members) + "}"
+    return canonical_payload(received, _carried_inputs(received, decoded, result))
 
 
 def submission_draft(

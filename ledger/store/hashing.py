@@ -22,12 +22,22 @@ from collections.abc import Iterable, Mapping
 from hashlib import sha256
 from typing import Any
 
-from engine.canonical import canonical_bytes, from_hex, hash_canonical, sha256_hex, to_hex
+from engine.canonical import (
+    CanonicalizationError,
+    canonical_bytes_of_plain,
+    canonicalize_value,
+    from_hex,
+    hash_canonical,
+    sha256_hex,
+    to_hex,
+)
 
 GENESIS_PREV_HASH = "0x" + "0" * 64
 
 __all__ = [
     "GENESIS_PREV_HASH",
+    "CanonicalText",
+    "canonical_payload",
     "canonical_text",
     "chain_hashes",
     "entry_hash",
@@ -162,8 +172,15 @@ def chain_hashes(
 
 
 def canonical_text(value: Any) -> str:
-    """The engine's canonical JSON of ``value`` as text (one implementation for the whole ledger)."""
-    return canonical_bytes(value).decode("utf-8")
+    """The engine's canonical JSON of ``value`` as text (one implementation for the whole ledger).
+
+    ``canonical_bytes_of_plain(canonicalize_value(value))``, which the engine property-tests equal
+    to ``canonical_bytes(value)``: the walk reads models field by field and drops None as it goes,
+    so a payload of models (the audit's and the verdict's) is not dumped by pydantic, serialised,
+    pruned of nulls and serialised again (about half the CPU on those payloads; ``ledger replay``
+    rebuilds payloads the same way).
+    """
+    return canonical_bytes_of_plain(canonicalize_value(value)).decode("utf-8")
 
 
 def merkle_leaf_data(entry_hash_hex: str) -> bytes:
@@ -180,3 +197,89 @@ _PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f]*')
 def quote(text: str) -> str:
     """``text`` as a JSON string, as the canonical form writes it."""
     return f'"{text}"' if _PLAIN_TEXT.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
+
+_MINT = object()  # only canonical_payload holds it: the one way to make a CanonicalText
+_ABSENT = object()
+
+
+class CanonicalText(str):
+    """The canonical text of one payload dict, made by :func:`canonical_payload` and nothing else.
+
+    ``prepare`` stores and hashes such a text without parsing it again, when it is attached to the
+    very dict it was made from (:meth:`made_from`). Why that is sound:
+
+    * the text is made once, by the store's own canonical function (members the engine already
+      canonicalised are spliced in as they are, in canonical key order); nothing else can make one
+      (the constructor wants a token only :func:`canonical_payload` has; a plain ``str``, even
+      with equal characters, takes the exact path);
+    * it remembers the dict and each top-level member object it was made from: a draft whose
+      payload was swapped (``dataclasses.replace``), or given, removed or re-assigned a member
+      since, is not trusted; ``prepare`` then canonicalises the payload and refuses the draft
+      unless the texts are equal (fail closed);
+    * what it cannot see is a value changed in place inside a member. The drafts that carry one
+      (:mod:`ledger.store.drafts`) build their payload dicts fresh, from the engine's result, and
+      hand them to nobody before ``prepare``; the stored text is the truth from then on (replay
+      compares stored texts with payloads it rebuilds itself, never with these dicts).
+
+    It is a ``str`` so that every reader of ``EntryDraft.canonical`` keeps working unchanged.
+    """
+
+    _payload: dict[str, Any]
+    _members: tuple[tuple[str, Any], ...]
+
+    def __new__(cls, text: str, payload: dict[str, Any], token: object) -> CanonicalText:
+        """Only :func:`canonical_payload` can call this (it holds the token)."""
+        if token is not _MINT:
+            raise TypeError("a CanonicalText is made by canonical_payload() only")
+        self = super().__new__(cls, text)
+        object.__setattr__(self, "_payload", payload)
+        object.__setattr__(self, "_members", tuple(payload.items()))
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a CanonicalText is immutable")
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a CanonicalText is not pickled: canonicalise the payload where it is used")
+
+    def made_from(self, payload: Any) -> bool:
+        """Whether this text was made from ``payload`` and every top-level member is still the same object."""
+        if payload is not self._payload or len(payload) != len(self._members):
+            return False
+        get = payload.get
+        return all(get(key, _ABSENT) is value for key, value in self._members)
+
+    def plain(self) -> str:
+        """The same characters as an exact ``str`` (what is stored; it holds no payload reference)."""
+        return str.__str__(self)
+
+
+def canonical_payload(
+    payload: dict[str, Any], carried: Mapping[str, bytes] | None = None
+) -> CanonicalText | None:
+    """The canonical text of ``payload`` as a :class:`CanonicalText`; None when it has none.
+
+    ``carried``: canonical UTF-8 bytes the engine already made for some top-level members (the
+    caller has checked them against the hashes the payload commits to). The text is then put
+    together member by member in canonical key order, those members as they are and the others
+    canonicalised here; without them (or when a key is not an ASCII string) the payload is
+    canonicalised whole. None when ``payload`` cannot be canonicalised: the draft then carries no
+    text and ``prepare`` raises the error with its path, as for any other draft.
+
+    Worth it only where members are carried: for a small payload of scalars, canonicalising it in
+    ``prepare`` costs less than making the text here and checking that it is still attached there.
+    """
+    try:
+        if carried and all(type(key) is str and key.isascii() for key in payload):
+            members = [
+                f"{quote(key)}:{carried[key].decode('utf-8') if key in carried else canonical_text(value)}"
+                for key, value in sorted(payload.items())
+                if value is not None
+            ]
+            text = "{" + ",".join(members) + "}"
+        else:
+            text = canonical_text(payload)
+    except (CanonicalizationError, UnicodeDecodeError):  # no text: prepare's exact path reports it
+        return None
+    return CanonicalText(text, payload, _MINT)

@@ -37,11 +37,12 @@ StreamAppendStatus = Literal["created", "existing", "stale"]
 class EntryDraft:
     """One entry to append: its kind and its payload (canonicalised by the store).
 
-    ``canonical``, when set, is the payload's canonical text made in the same process by the same
-    canonical function (the consumer splices in bytes the engine already produced); the store then
-    stores and hashes it instead of canonicalising the payload again, after a cheap check that it
-    is canonical JSON of the payload's keys and top-level scalars (:func:`ledger.store.append.prepare`
-    refuses any draft that fails the check). Leave it None for payloads from anywhere else.
+    ``canonical``, when set, is the payload's canonical text. A
+    :class:`~ledger.store.hashing.CanonicalText` made from this very payload dict
+    (:func:`~ledger.store.hashing.canonical_payload`, as the consumer's drafts do) is stored and
+    hashed as it is; any other text (a plain ``str``) is only checked: the store canonicalises the
+    payload and refuses the draft unless the two are equal. Leave it None for payloads from anywhere
+    else. Do not change a payload once its text is made: the text is what is stored.
     """
 
     kind: str

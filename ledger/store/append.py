@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import Cursor, sql
 
@@ -54,9 +54,12 @@ NOTIFY_CHANNEL = "ledger_entries"
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
 
 
-@dataclass(frozen=True)
-class PreparedEntry:
-    """An entry with its canonical text and chain hashes; only ``global_seq`` is still missing."""
+class PreparedEntry(NamedTuple):
+    """An entry with its canonical text and chain hashes; only ``global_seq`` is still missing.
+
+    A named tuple, not a frozen dataclass: ``prepare`` makes one per entry (about ten per bundle)
+    and a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``.
+    """
 
     stream_seq: int
     kind: str
@@ -101,13 +104,10 @@ class PreparedSubmission:
 
 def _canonical(value: Any, where: str) -> str:
     try:
-        text = canonical_text(value)
-        text.encode("utf-8")
+        # decoded from UTF-8 bytes, so it holds no lone surrogate (canonical_text raises for one)
+        return canonical_text(value)
     except CanonicalizationError as exc:
         raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
-    except UnicodeEncodeError as exc:
-        raise InvalidDraftError("string holds a lone surrogate, not valid UTF-8", field_path=where) from exc
-    return text
 
 
 _NO_STEP: tuple[Any, ...] = (None,) * len(STEP_WRITE_COLUMNS.split(","))

@@ -134,29 +134,29 @@ def _plain(value: Any) -> Any:
         if value != value or value in _INFINITIES:
             raise _NeedsSlowPath
         return value
-    if isinstance(value, BaseModel):
-        names = _DIRECT_FIELDS.get(kind)
-        if names is None:
-            names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
-        if not names or value.__pydantic_extra__:
-            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
-        data = value.__dict__
-        model_out: dict[str, Any] = {}
-        for name, declared in names:
-            item = data.get(name, _ABSENT)
-            if item is None:
-                continue
-            if item is _ABSENT:
-                raise _NeedsSlowPath
-            if declared is not None and not _declared_models_only(item, declared):
-                # pydantic dumps a model held in a typed field by the declared class (a subclass's
-                # extra fields are dropped): let it.
-                return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
-            model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
-        return model_out
     if kind is datetime:
         return format_datetime_canonical(value)
-    raise _NeedsSlowPath
+    names = _DIRECT_FIELDS.get(kind)  # keys are model classes: no isinstance (an ABC check) per model
+    if names is None:
+        if not isinstance(value, BaseModel):
+            raise _NeedsSlowPath
+        names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
+    if not names or value.__pydantic_extra__:
+        return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+    data = value.__dict__
+    model_out: dict[str, Any] = {}
+    for name, declared in names:
+        item = data.get(name, _ABSENT)
+        if item is None:
+            continue
+        if item is _ABSENT:
+            raise _NeedsSlowPath
+        if declared is not None and not _declared_models_only(item, declared):
+            # pydantic dumps a model held in a typed field by the declared class (a subclass's
+            # extra fields are dropped): let it.
+            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+        model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
+    return model_out
 
 
 _ABSENT: Final[Any] = object()

@@ -45,6 +45,7 @@ GROUP = "engine._compiled"
 
 COMPILED_MODULES = (
     "engine/canonical.py",
+    "engine/canonical_models.py",
     "engine/commitments.py",
     "engine/jsonio.py",
     "engine/schemas/trusted.py",

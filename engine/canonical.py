@@ -24,10 +24,12 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Final, get_args
+from typing import Any, Final, cast, get_args
 
 import orjson
 from pydantic import BaseModel, RootModel
+
+from engine.canonical_models import model_bytes
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
@@ -94,12 +96,10 @@ def _child(path: str, key: object) -> str:
 
 
 def canonicalize_value(value: Any, path: str = "$") -> Any:
-    """Return a plain JSON-ready value following the canonical rules, or raise with the path.
-
-    A one-pass walk without path bookkeeping handles the common exact types; anything else (enums,
+    """Return a plain JSON-ready value following the canonical rules, or raise with the path:
+    a one-pass walk without path bookkeeping handles the common exact types; anything else (enums,
     bytes, int keys, subclasses, NaN) and every error goes through the reference walk, which the
-    fast one is property-tested against and which names the JSON path of the offending value.
-    """
+    fast one is property-tested against and which names the JSON path of the offending value."""
     try:
         return _plain(value)
     except (_NeedsSlowPath, RecursionError):
@@ -119,7 +119,7 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
         out: dict[str, Any] = {}
-        for key, item in value.items():
+        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
             if item is None:
                 continue
             if type(key) is not str:
@@ -134,29 +134,29 @@ def _plain(value: Any) -> Any:
         if value != value or value in _INFINITIES:
             raise _NeedsSlowPath
         return value
-    if isinstance(value, BaseModel):
-        names = _DIRECT_FIELDS.get(kind)
-        if names is None:
-            names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
-        if not names or value.__pydantic_extra__:
-            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
-        data = value.__dict__
-        model_out: dict[str, Any] = {}
-        for name, declared in names:
-            item = data.get(name, _ABSENT)
-            if item is None:
-                continue
-            if item is _ABSENT:
-                raise _NeedsSlowPath
-            if declared is not None and not _declared_models_only(item, declared):
-                # pydantic dumps a model held in a typed field by the declared class (a subclass's
-                # extra fields are dropped): let it.
-                return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
-            model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
-        return model_out
     if kind is datetime:
         return format_datetime_canonical(value)
-    raise _NeedsSlowPath
+    names = _DIRECT_FIELDS.get(kind)  # keys are model classes: no isinstance (an ABC check) per model
+    if names is None:
+        if not isinstance(value, BaseModel):
+            raise _NeedsSlowPath
+        names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
+    if not names or value.__pydantic_extra__:
+        return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+    data = value.__dict__
+    model_out: dict[str, Any] = {}
+    for name, declared in names:
+        item = data.get(name, _ABSENT)
+        if item is None:
+            continue
+        if item is _ABSENT:
+            raise _NeedsSlowPath
+        if declared is not None and not _declared_models_only(item, declared):
+            # pydantic dumps a model held in a typed field by the declared class (a subclass's
+            # extra fields are dropped): let it.
+            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+        model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
+    return model_out
 
 
 _ABSENT: Final[Any] = object()
@@ -215,7 +215,7 @@ def plain_data(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
         out: dict[str, Any] = {}
-        for key, item in value.items():
+        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
             if item is None:
                 continue
             if type(key) is not str:
@@ -243,7 +243,7 @@ def _canonicalize_reference(value: Any, path: str = "$") -> Any:
         return value
     if isinstance(value, Mapping):
         out: dict[Any, Any] = {}
-        for key, item in value.items():
+        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
             if item is None:
                 continue
             if not isinstance(key, (str, int)) or isinstance(key, bool):
@@ -270,11 +270,9 @@ def _canonicalize_reference(value: Any, path: str = "$") -> Any:
 
 def _dump_model(model: BaseModel, path: str) -> Any:
     """Dump a model as Cournot does (``exclude_none``); python mode keeps floats so NaN fails here.
-
-    For the field types used by the wire models (str, int, float, bool, UTC datetimes, lists, dicts
-    and JSON values) python-mode output canonicalises to the same bytes as Cournot's JSON-mode dump:
-    UTC datetimes become ``...Z`` (:func:`format_datetime_canonical`) exactly as pydantic renders them.
-    """
+    For the wire models' field types (str, int, float, bool, UTC datetimes, lists, dicts, JSON
+    values) python-mode output canonicalises to the bytes of Cournot's JSON-mode dump: UTC
+    datetimes become ``...Z`` (:func:`format_datetime_canonical`) exactly as pydantic renders them."""
     return model.model_dump(mode="python", by_alias=True, exclude_none=True)
 
 
@@ -291,7 +289,7 @@ def _emit(value: Any, out: list[str]) -> None:
     if kind is str:
         out.append(_encode_string(value))
     elif kind is dict:
-        keys = [key for key, item in value.items() if item is not None]
+        keys = [key for key, item in cast(dict[Any, Any], value).items() if item is not None]
         if not all(type(key) is str for key in keys):
             raise _NeedsSlowPath
         keys.sort()
@@ -395,7 +393,7 @@ def _prune_none(value: Any) -> tuple[Any, bool]:
     kind = type(value)
     if kind is dict:
         out: dict[Any, Any] = {}
-        for key, item in value.items():
+        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
             if item is None:
                 continue
             pruned, exact = _prune_none(item)
@@ -425,11 +423,13 @@ def _prune_none(value: Any) -> tuple[Any, bool]:
 def canonical_bytes(value: Any) -> bytes:
     """Canonical JSON encoded as UTF-8; lone surrogates raise :class:`CanonicalizationError`.
 
-    Fast path: orjson with sorted keys. Its output is accepted only when it cannot differ from the
-    reference (None pruned from dicts, no NaN, no small float that orjson formats differently);
-    otherwise, or when orjson refuses the value (big ints, non-str keys, sets,
-    surrogates), :func:`dumps_canonical` decides. Equality with the reference is property-tested.
+    A model first tries :func:`model_bytes`. Then orjson with sorted keys, accepted only when it
+    cannot differ from the reference (None pruned from dicts, no NaN, no small float that orjson
+    formats differently); otherwise, or when orjson refuses the value (big ints, non-str keys,
+    sets, surrogates), :func:`dumps_canonical` decides. Equality with the reference is property-tested.
     """
+    if isinstance(value, BaseModel) and (ready := model_bytes(value)) is not None:
+        return ready
     fast = _orjson_or_none(value)
     if fast is not None and b"null" in fast:
         # Retry once with None removed from dicts (a cheap walk); nulls left over are list

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -50,6 +50,7 @@ __all__ = [
     "prompt_spec_hash",
     "reasoning_leaf_hashes",
     "reasoning_root",
+    "step_commitments",
     "step_hash",
     "step_preimage",
     "step_preimages",
@@ -74,7 +75,7 @@ def _orjson_plain(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
         out: dict[str, Any] = {}
-        for key, item in value.items():
+        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
             if item is None:
                 continue
             if type(key) is not str:
@@ -88,7 +89,7 @@ def _orjson_plain(value: Any) -> Any:
         return out
     if kind is list:
         items: list[Any] = []
-        for item in value:
+        for item in cast(list[Any], value):
             kind_of_item = type(item)
             plain = kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None
             items.append(item if plain else _orjson_plain(item))
@@ -183,6 +184,12 @@ def step_preimages(steps: Sequence[ReasoningStep]) -> tuple[list[Any], list[byte
     return plains, preimages
 
 
+def step_commitments(preimages: Sequence[bytes]) -> tuple[list[str], str]:
+    """The step hashes (``0x`` hex) and the reasoning root over them, from the steps' canonical bytes."""
+    digests = [hashlib.sha256(preimage).digest() for preimage in preimages]
+    return ["0x" + digest.hex() for digest in digests], to_hex(cournot_root(digests))
+
+
 def prompt_spec_hash(prompt_spec: PromptSpec) -> str:
     """Hash of the whole PromptSpec (``created_at`` included when set, as Cournot's PoR does)."""
     return to_hex(hash_canonical(prompt_spec))
@@ -256,16 +263,16 @@ def commit_inputs(
         preimages = step_preimages(trace.steps)[1]
     elif len(preimages) != len(trace.steps):
         raise ValueError(f"{len(preimages)} step preimages for {len(trace.steps)} steps")
-    hashes = tuple("0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages)
+    hashes, reasoning = step_commitments(preimages)
     spec_bytes = prompt_spec_canonical or canonical_bytes(prompt_spec)
     ev_root, ev_count = evidence_root(bundle)
     return InputCommitments(
         prompt_spec_hash="0x" + hashlib.sha256(spec_bytes).hexdigest(),
         evidence_root=ev_root,
         evidence_leaf_count=ev_count,
-        reasoning_root=to_hex(cournot_root([from_hex(value) for value in hashes])),
+        reasoning_root=reasoning,
         reasoning_leaf_count=len(hashes),
-        step_hashes=hashes,
+        step_hashes=tuple(hashes),
         step_canonical=tuple(preimages),
         prompt_spec_canonical=spec_bytes,
     )

@@ -164,9 +164,9 @@ def loads_strict(
         text = data
     if text.startswith("\ufeff"):
         raise StrictJSONError("invalid_json", "a byte order mark is not allowed")
-    if not exact_numbers and (max_integer_digits is None or max_integer_digits >= _ORJSON_INTEGER_DIGITS):
+    if max_integer_digits is None or max_integer_digits >= _ORJSON_INTEGER_DIGITS:
         fast = _decoded_fast(text)
-        if fast is not None:
+        if fast is not None and not (exact_numbers and _may_underflow(text, fast[1])):
             value, encoded = fast
             # As in _checked: the brackets bound the nesting (the re-encoding has the same ones).
             if isinstance(value, (dict, list)) and encoded.count(b"[") + encoded.count(b"{") > max_depth:
@@ -194,6 +194,45 @@ def loads_strict(
             raise
         return _loads_hooked(text, hooks, exact_numbers, max_depth)
     return _checked(text, value, hooks, max_depth)
+
+
+_UNDERFLOW_ZEROS = "0" * 300
+
+
+def _may_underflow(text: str, encoded: bytes) -> bool:
+    """Could a number literal in ``text`` be non-zero yet have become 0.0 (``number_underflow``)?
+
+    orjson decodes such a literal to 0.0 without a word; every other ``exact_numbers`` refusal
+    (a literal beyond the float range) it refuses itself, and the hooked decoder then reports it.
+    No ``0.0`` token in orjson's re-encoding ``encoded`` means no float is zero. Else a literal
+    below the smallest float needs a negative exponent (a digit, ``e`` or ``E``, ``-``) or 300 zeros
+    after its decimal point; a document with either (in a number or merely in a string) takes the
+    hooked decoder.
+    """
+    if not _zero_float_token(encoded):
+        return False
+    return _digit_before(text, "e-") or _digit_before(text, "E-") or _UNDERFLOW_ZEROS in text
+
+
+def _zero_float_token(encoded: bytes) -> bool:
+    """Whether orjson's compact output holds a ``0.0`` or ``-0.0`` number (or such text in a string)."""
+    index = encoded.find(b"0.0")
+    while index != -1:
+        end = index + 3
+        if (end == len(encoded) or encoded[end] in b",]}") and (index == 0 or encoded[index - 1] in b":[,-"):
+            return True
+        index = encoded.find(b"0.0", index + 1)
+    return False
+
+
+def _digit_before(text: str, marker: str) -> bool:
+    """Whether ``marker`` occurs in ``text`` right after an ASCII digit."""
+    index = text.find(marker)
+    while index != -1:
+        if index > 0 and "0" <= text[index - 1] <= "9":
+            return True
+        index = text.find(marker, index + 2)
+    return False
 
 
 def _decoded_fast(text: str) -> tuple[Any, bytes] | None:

@@ -7,8 +7,7 @@ outcome of a multi-choice market) and never maps it to YES/NO/INVALID: that is t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Final
 
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.checks import passed as check_passed
@@ -19,24 +18,48 @@ from engine.auditor.reasoning.contradiction_checks import ContradictionChecker, 
 from engine.auditor.reasoning.selection import Candidate, Selection, select
 from engine.auditor.reasoning.semantics import EventSpec, compare
 from engine.auditor.reasoning.values import format_time
+from engine.auditor.record import Record
 from engine.auditor.verification.logic_sanity import SanityReport
 from engine.schemas import CheckResult, DataRequirement, PromptSpec
 
 __all__ = ["Analysis", "analyse"]
 
 
-@dataclass
-class Analysis:
-    """Everything the trace builder needs after sanity checks."""
+class Analysis(Record):
+    """Everything the trace builder needs after sanity checks (``variables`` and ``deduction`` are
+    filled in once the event state is deduced)."""
 
-    selections: list[Selection]
-    contradictions: list[CheckResult]
-    event_checks: list[CheckResult]
-    conflict_detected: bool
-    insufficient: list[str]
-    variables: dict[str, Any]
-    deduction: dict[str, Any]
-    decisive_keys: list[str] = field(default_factory=list)
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "selections",
+        "contradictions",
+        "event_checks",
+        "conflict_detected",
+        "insufficient",
+        "variables",
+        "deduction",
+        "decisive_keys",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        selections: list[Selection],
+        contradictions: list[CheckResult],
+        event_checks: list[CheckResult],
+        conflict_detected: bool,
+        insufficient: list[str],
+        variables: dict[str, Any],
+        deduction: dict[str, Any],
+        decisive_keys: list[str] | None = None,
+    ) -> None:
+        self.selections: Final = selections
+        self.contradictions: Final = contradictions
+        self.event_checks: Final = event_checks
+        self.conflict_detected: Final = conflict_detected
+        self.insufficient: Final = insufficient
+        self.variables = variables
+        self.deduction = deduction
+        self.decisive_keys: Final = [] if decisive_keys is None else decisive_keys
 
 
 def _candidates(claims: ClaimSet, sanity: SanityReport, requirement_id: str) -> list[Candidate]:

@@ -10,15 +10,13 @@ computed here, in the engine, with :mod:`engine.commitments`:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from engine.auditor.agent import AuditorAgent
-from engine.canonical import canonicalize_value, from_hex, to_hex
-from engine.commitments import evidence_root, prompt_spec_hash, step_preimages
-from engine.merkle.cournot import cournot_root
-from engine.schemas import EvidenceBundle, PromptSpec, ReasoningTrace
+from engine.canonical import canonicalize_value
+from engine.commitments import evidence_root, prompt_spec_hash, step_commitments, step_preimages
+from engine.schemas import EvidenceBundle, PromptSpec, ReasoningTrace, TracePolicy
 from engine.version import ENGINE_VERSION
 
 __all__ = ["audit_report", "evaluation_variables"]
@@ -34,14 +32,22 @@ def evaluation_variables(trace: ReasoningTrace) -> Mapping[str, Any] | None:
 
 
 def _trace_plain(trace: ReasoningTrace, step_plains: list[Any]) -> dict[str, Any]:
-    """``canonicalize_value(trace)``, reusing the steps' plain values made for their hashes."""
-    header = trace.model_dump(mode="python", by_alias=True, exclude_none=True, exclude={"steps"})
+    """``canonicalize_value(trace)``, reusing the steps' plain values made for their hashes.
+
+    An exact trace with an exact policy is read field by field (its dump is its fields); any other
+    is dumped first."""
+    if type(trace) is ReasoningTrace and type(trace.policy) is TracePolicy:
+        header: dict[str, Any] = trace.__dict__
+    else:
+        header = trace.model_dump(mode="python", by_alias=True, exclude_none=True, exclude={"steps"})
     plain: dict[str, Any] = {}
     for name in ReasoningTrace.model_fields:
         if name == "steps":
             plain[name] = step_plains
-        elif name in header:
-            plain[name] = canonicalize_value(header[name])
+        else:
+            value = header.get(name)
+            if value is not None:
+                plain[name] = canonicalize_value(value)
     return plain
 
 
@@ -55,7 +61,7 @@ def audit_report(
     else:  # an overridden audit: commit to whatever trace it returns
         trace, verification = agent.audit(prompt_spec, evidence)
         step_plains, preimages = step_preimages(trace.steps)
-    hashes = ["0x" + hashlib.sha256(preimage).hexdigest() for preimage in preimages]
+    hashes, reasoning_root = step_commitments(preimages)
     ev_root, ev_count = evidence_root(evidence)
     report = {
         "bundle_id": evidence.bundle_id,
@@ -66,7 +72,7 @@ def audit_report(
         "market_id": prompt_spec.market.market_id,
         "prompt_spec_hash": prompt_spec_hash(prompt_spec),
         "reasoning_leaf_count": len(hashes),
-        "reasoning_root": to_hex(cournot_root([from_hex(value) for value in hashes])),
+        "reasoning_root": reasoning_root,
         "step_hashes": hashes,
         "trace": _trace_plain(trace, step_plains),
         "trace_id": trace.trace_id,

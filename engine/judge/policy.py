@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Final, Literal
+
+from engine.auditor.record import Record
 
 __all__ = ["CONFIDENCE_DIGITS", "ConfidencePolicy", "round_confidence"]
 
@@ -53,16 +54,34 @@ def round_confidence(value: float) -> float:
     return round(clamped, CONFIDENCE_DIGITS) + 0.0
 
 
-@dataclass(frozen=True)
-class ConfidencePolicy:
+class ConfidencePolicy(Record):
     """Confidence parameters; see the module docstring for their meaning and defaults."""
 
-    default_confidence: float = 0.7
-    min_confidence_for_yesno: float = 0.55
-    conflict_multiplier: float = 0.8
-    fallback_multiplier: float = 0.9
-    invalid_confidence: float = 0.3
-    conflict_action: Literal["reduce", "invalid"] = "reduce"
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "default_confidence",
+        "min_confidence_for_yesno",
+        "conflict_multiplier",
+        "fallback_multiplier",
+        "invalid_confidence",
+        "conflict_action",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        default_confidence: float = 0.7,
+        min_confidence_for_yesno: float = 0.55,
+        conflict_multiplier: float = 0.8,
+        fallback_multiplier: float = 0.9,
+        invalid_confidence: float = 0.3,
+        conflict_action: Literal["reduce", "invalid"] = "reduce",
+    ) -> None:
+        self.default_confidence: Final = default_confidence
+        self.min_confidence_for_yesno: Final = min_confidence_for_yesno
+        self.conflict_multiplier: Final = conflict_multiplier
+        self.fallback_multiplier: Final = fallback_multiplier
+        self.invalid_confidence: Final = invalid_confidence
+        self.conflict_action: Final = conflict_action
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, Any]) -> tuple[ConfidencePolicy, list[str]]:

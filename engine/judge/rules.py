@@ -30,9 +30,12 @@ The rule trail lists, in order, one ``{rule_id, status, detail}`` entry per stag
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Final
 
+from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import passed as check_passed
+from engine.auditor.checks import warning as check_warning
+from engine.auditor.record import Record
 from engine.judge.policy import ConfidencePolicy
 from engine.judge.schema_lock import SchemaLock
 from engine.judge.variables import (
@@ -63,20 +66,46 @@ R_INVALID_FALLBACK = "R_INVALID_FALLBACK"
 INVALID = "INVALID"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Record):
     """What the rules decided, with the checks, rule trail and challenge hint behind it."""
 
-    outcome: str
-    confidence: float
-    rule_id: str
-    checks: tuple[CheckResult, ...]
-    rule_trail: tuple[dict[str, str], ...]
-    challenge: ChallengeRef | None
-    source: EvaluationSource | None
-    variables: EvaluationVariables | None
-    confidence_factors: tuple[str, ...]
-    policy: ConfidencePolicy
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "outcome",
+        "confidence",
+        "rule_id",
+        "checks",
+        "rule_trail",
+        "challenge",
+        "source",
+        "variables",
+        "confidence_factors",
+        "policy",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        outcome: str,
+        confidence: float,
+        rule_id: str,
+        checks: tuple[CheckResult, ...],
+        rule_trail: tuple[dict[str, str], ...],
+        challenge: ChallengeRef | None,
+        source: EvaluationSource | None,
+        variables: EvaluationVariables | None,
+        confidence_factors: tuple[str, ...],
+        policy: ConfidencePolicy,
+    ) -> None:
+        self.outcome: Final = outcome
+        self.confidence: Final = confidence
+        self.rule_id: Final = rule_id
+        self.checks: Final = checks
+        self.rule_trail: Final = rule_trail
+        self.challenge: Final = challenge
+        self.source: Final = source
+        self.variables: Final = variables
+        self.confidence_factors: Final = confidence_factors
+        self.policy: Final = policy
 
 
 class _Invalid(Exception):
@@ -115,12 +144,12 @@ class _Run:
         return ChallengeRef(kind="reasoning_leaf", leaf_index=step_index, step_id=step_id, reason=reason)
 
     def fail_validity(self, message: str, details: Mapping[str, Any], challenge: ChallengeRef) -> _Invalid:
-        self.checks.append(CheckResult.failed("validity", message, dict(details)))
+        self.checks.append(check_failed("validity", message, dict(details)))
         self.note(R_VALIDITY, "fail", message)
         return _Invalid(R_VALIDITY, 0.0, challenge)
 
     def fallback(self, check_id: str, message: str, challenge: ChallengeRef | None) -> _Invalid:
-        self.checks.append(CheckResult.failed(check_id, message))
+        self.checks.append(check_failed(check_id, message))
         self.note(_STAGE_RULE.get(check_id, R_VALIDITY), "fail", message)
         self.note(R_INVALID_FALLBACK, "applied", "market cannot be resolved from the evidence")
         return _Invalid(
@@ -186,29 +215,25 @@ class _Run:
                 f"evidence is insufficient ({why})",
                 ChallengeRef(kind="evidence_leaf", reason=why),
             )
-        self.checks.append(
-            CheckResult.passed("validity", "evaluation variables are well formed and grounded")
-        )
+        self.checks.append(check_passed("validity", "evaluation variables are well formed and grounded"))
         self.note(R_VALIDITY, "pass", f"{len(variables.source_summary)} evidence item(s) cited")
         return variables
 
     def conflict(self, variables: EvaluationVariables) -> None:
         if not variables.conflict_detected:
-            self.checks.append(CheckResult.passed("conflict", "no conflict detected"))
+            self.checks.append(check_passed("conflict", "no conflict detected"))
             self.note(R_CONFLICT, "pass", "no conflict detected")
             return
         if self.policy.conflict_action == "invalid":
             message = "conflicting evidence and conflict_action is 'invalid'"
-            self.checks.append(CheckResult.failed("conflict", message))
+            self.checks.append(check_failed("conflict", message))
             self.note(R_CONFLICT, "fail", message)
             challenge = ChallengeRef(kind="evidence_leaf", reason="conflicting evidence")
             raise _Invalid(R_CONFLICT, self.policy.invalid_cap(self.policy.invalid_confidence), challenge)
         self.factors.append("conflict")
         multiplier = self.policy.conflict_multiplier
         self.checks.append(
-            CheckResult.warning(
-                "conflict", "conflicting evidence lowers confidence", {"multiplier": multiplier}
-            )
+            check_warning("conflict", "conflicting evidence lowers confidence", {"multiplier": multiplier})
         )
         self.note(R_CONFLICT, "applied", f"confidence multiplied by {multiplier!r}")
 
@@ -219,7 +244,7 @@ class _Run:
             if observed is None or observed not in market.possible_outcomes:
                 message = f"observed_outcome {observed!r} is not one of the market outcomes"
                 raise self.fallback("multi_choice_decision", message, self.reasoning_challenge(message))
-            self.checks.append(CheckResult.passed("multi_choice_decision", f"outcome {observed}"))
+            self.checks.append(check_passed("multi_choice_decision", f"outcome {observed}"))
             self.note(R_MULTI_CHOICE, "pass", f"observed_outcome {observed}")
             return observed, R_MULTI_CHOICE
         observed_bool = variables.event_observed
@@ -230,7 +255,7 @@ class _Run:
             message = "event_observed is unknown and no comparison is possible"
             raise self.fallback("binary_decision", message, self.reasoning_challenge(message))
         outcome = "YES" if observed_bool else "NO"
-        self.checks.append(CheckResult.passed("binary_decision", f"outcome {outcome} from {basis}"))
+        self.checks.append(check_passed("binary_decision", f"outcome {outcome} from {basis}"))
         self.note(R_BINARY_DECISION, "pass", f"{basis} is {observed_bool!r}")
         return outcome, R_BINARY_DECISION
 
@@ -244,10 +269,10 @@ class _Run:
         details = {"confidence": value, "factors": list(self.factors), "min_confidence_for_yesno": floor}
         if value < floor:
             message = f"confidence {value!r} is below min_confidence_for_yesno {floor!r}"
-            self.checks.append(CheckResult.failed("confidence", message, details))
+            self.checks.append(check_failed("confidence", message, details))
             self.note(R_CONFIDENCE, "fail", message)
             return value, False
-        self.checks.append(CheckResult.passed("confidence", f"confidence {value!r}", details))
+        self.checks.append(check_passed("confidence", f"confidence {value!r}", details))
         self.note(R_CONFIDENCE, "pass", f"confidence {value!r}")
         return value, True
 
@@ -274,7 +299,7 @@ def map_to_verdict(prompt_spec: PromptSpec, evidence: EvidenceBundle, trace: Rea
     except _Invalid as stop:
         outcome, rule_id, confidence, challenge = INVALID, stop.rule_id, stop.confidence, stop.challenge
         run.checks.append(
-            CheckResult.passed("confidence", f"INVALID confidence {confidence!r}", {"confidence": confidence})
+            check_passed("confidence", f"INVALID confidence {confidence!r}", {"confidence": confidence})
         )
         run.note(R_CONFIDENCE, "pass", f"INVALID confidence {confidence!r}")
     return Decision(

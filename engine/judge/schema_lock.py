@@ -15,6 +15,8 @@ Check ids (all ``severity="error"`` when they fail):
 
 from __future__ import annotations
 
+from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import passed as check_passed
 from engine.judge.policy import ConfidencePolicy
 from engine.judge.variables import locate_evaluation_variables
 from engine.schemas import (
@@ -41,11 +43,11 @@ class SchemaLock:
         ref = prompt_spec.output_schema_ref
         if ref == DETERMINISTIC_VERDICT_REF:
             checks.append(
-                CheckResult.passed("schema_lock.output_schema_ref", "output schema is DeterministicVerdict")
+                check_passed("schema_lock.output_schema_ref", "output schema is DeterministicVerdict")
             )
         else:
             checks.append(
-                CheckResult.failed(
+                check_failed(
                     "schema_lock.output_schema_ref",
                     f"output_schema_ref must be {DETERMINISTIC_VERDICT_REF}",
                     {"output_schema_ref": ref},
@@ -53,18 +55,18 @@ class SchemaLock:
             )
         strict = prompt_spec.extra.get("strict_mode")
         if strict is True:
-            checks.append(CheckResult.passed("schema_lock.strict_mode", "strict_mode is true"))
+            checks.append(check_passed("schema_lock.strict_mode", "strict_mode is true"))
         else:
             checks.append(
-                CheckResult.failed(
+                check_failed(
                     "schema_lock.strict_mode", "extra.strict_mode must be true", {"strict_mode": repr(strict)}
                 )
             )
         if prompt_spec.created_at is None:
-            checks.append(CheckResult.passed("schema_lock.created_at", "created_at is unset"))
+            checks.append(check_passed("schema_lock.created_at", "created_at is unset"))
         else:
             checks.append(
-                CheckResult.failed(
+                check_failed(
                     "schema_lock.created_at",
                     "strict mode requires created_at to be unset",
                     {"created_at": prompt_spec.created_at.isoformat()},
@@ -73,12 +75,12 @@ class SchemaLock:
         _, problems = ConfidencePolicy.from_extra(prompt_spec.extra)
         if problems:
             checks.append(
-                CheckResult.failed(
+                check_failed(
                     "schema_lock.confidence_policy", "confidence_policy is malformed", {"problems": problems}
                 )
             )
         else:
-            checks.append(CheckResult.passed("schema_lock.confidence_policy", "confidence_policy is valid"))
+            checks.append(check_passed("schema_lock.confidence_policy", "confidence_policy is valid"))
         return checks
 
     @staticmethod
@@ -86,9 +88,9 @@ class SchemaLock:
         """The bundle is for the prompt's market."""
         market_id = prompt_spec.market.market_id
         if evidence.market_id == market_id:
-            return [CheckResult.passed("schema_lock.market_id", "evidence bundle matches the market")]
+            return [check_passed("schema_lock.market_id", "evidence bundle matches the market")]
         return [
-            CheckResult.failed(
+            check_failed(
                 "schema_lock.market_id",
                 "evidence bundle is for another market",
                 {"market_id": market_id, "evidence_market_id": evidence.market_id},
@@ -101,14 +103,14 @@ class SchemaLock:
         source = locate_evaluation_variables(trace)
         if source is None:
             return [
-                CheckResult.failed(
+                check_failed(
                     "schema_lock.evaluation_variables",
                     "trace has no map or aggregate step with evaluation_variables",
                     {"step_count": len(trace.steps)},
                 )
             ]
         return [
-            CheckResult.passed(
+            check_passed(
                 "schema_lock.evaluation_variables",
                 "evaluation_variables found",
                 {"step_id": source.step_id, "step_index": source.step_index},
@@ -121,17 +123,17 @@ class SchemaLock:
         allowed = [*market.possible_outcomes, "INVALID"]
         checks: list[CheckResult] = []
         if verdict.outcome in allowed:
-            checks.append(CheckResult.passed("schema_lock.outcome", "outcome is allowed"))
+            checks.append(check_passed("schema_lock.outcome", "outcome is allowed"))
         else:
             checks.append(
-                CheckResult.failed(
+                check_failed(
                     "schema_lock.outcome",
                     "outcome is not allowed",
                     {"outcome": verdict.outcome, "allowed": allowed},
                 )
             )
         if verdict.resolution_time is None:
-            checks.append(CheckResult.passed("schema_lock.resolution_time", "resolution_time is unset"))
+            checks.append(check_passed("schema_lock.resolution_time", "resolution_time is unset"))
         else:
-            checks.append(CheckResult.failed("schema_lock.resolution_time", "resolution_time must be unset"))
+            checks.append(check_failed("schema_lock.resolution_time", "resolution_time must be unset"))
         return checks

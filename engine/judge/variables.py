@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Final
 
+from engine.auditor.record import Record
 from engine.comparison import compare
 from engine.schemas import ReasoningTrace
 
@@ -35,30 +35,59 @@ __all__ = [
 COMPARATORS = (">", ">=", "<", "<=", "==")
 
 
-@dataclass(frozen=True)
-class EvaluationSource:
+class EvaluationSource(Record):
     """The step the variables came from: its id, position in the trace and raw variables."""
 
-    step_id: str
-    step_index: int
-    step_type: str
-    raw: Mapping[str, Any]
+    FIELDS: ClassVar[tuple[str, ...]] = ("step_id", "step_index", "step_type", "raw")
+    __slots__ = FIELDS
+
+    def __init__(self, step_id: str, step_index: int, step_type: str, raw: Mapping[str, Any]) -> None:
+        self.step_id: Final = step_id
+        self.step_index: Final = step_index
+        self.step_type: Final = step_type
+        self.raw: Final = raw
 
 
-@dataclass(frozen=True)
-class EvaluationVariables:
+class EvaluationVariables(Record):
     """Validated evaluation variables (see the module docstring)."""
 
-    source_summary: tuple[str, ...]
-    conflict_detected: bool
-    insufficient_evidence: bool
-    event_observed: bool | None = None
-    numeric_value: int | float | None = None
-    threshold: int | float | None = None
-    comparator: str | None = None
-    timestamp: str | None = None
-    observed_outcome: str | None = None
-    fallback_used: bool = False
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "source_summary",
+        "conflict_detected",
+        "insufficient_evidence",
+        "event_observed",
+        "numeric_value",
+        "threshold",
+        "comparator",
+        "timestamp",
+        "observed_outcome",
+        "fallback_used",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        source_summary: tuple[str, ...],
+        conflict_detected: bool,
+        insufficient_evidence: bool,
+        event_observed: bool | None = None,
+        numeric_value: int | float | None = None,
+        threshold: int | float | None = None,
+        comparator: str | None = None,
+        timestamp: str | None = None,
+        observed_outcome: str | None = None,
+        fallback_used: bool = False,
+    ) -> None:
+        self.source_summary: Final = source_summary
+        self.conflict_detected: Final = conflict_detected
+        self.insufficient_evidence: Final = insufficient_evidence
+        self.event_observed: Final = event_observed
+        self.numeric_value: Final = numeric_value
+        self.threshold: Final = threshold
+        self.comparator: Final = comparator
+        self.timestamp: Final = timestamp
+        self.observed_outcome: Final = observed_outcome
+        self.fallback_used: Final = fallback_used
 
     def comparison(self) -> bool | None:
         """``numeric_value <comparator> threshold`` when all three are present, else None."""

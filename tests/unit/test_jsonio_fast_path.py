@@ -90,11 +90,29 @@ def test_a_duplicate_key_anywhere_is_refused_as_before(members: dict[str, Any], 
         "-0",
         "-0.0",
         '{"a":{"b":[{"c":":"}]},"d":":"}',
+        "[1E-400]",
+        "[0." + "0" * 330 + "1]",
+        "[0." + "0" * 330 + "]",
+        '{"v":0.000001,"w":1e-5,"x":1.5E-7}',
+        '{"v":1E+400}',
+        "[123456789012345678901]",
     ],
 )
 @pytest.mark.parametrize("exact_numbers", [False, True])
 def test_edge_documents_decode_or_fail_as_before(text: str, exact_numbers: bool) -> None:
     assert _same(_strict(text, exact_numbers=exact_numbers), _hooked(text, exact_numbers=exact_numbers))
+
+
+def test_exact_numbers_leave_the_fast_path_only_where_a_literal_may_underflow() -> None:
+    from engine.jsonio import _may_underflow
+
+    plain = '{"price":101234.5,"n":[0,0.0,-0.0,1e5,2E+3],"s":"e+ time-series E-"}'
+    assert not _may_underflow(plain, b'{"n":[0.0]}')
+    for text in ("[1e-400]", "[1E-5]", "[2.5e-7]", "[0." + "0" * 300 + "1]", '["2e-", 0.0]'):
+        assert _may_underflow(text, b"[0.0]")
+        assert not _may_underflow(text, b"[1.5]")  # no float is zero: nothing underflowed
+        assert not _may_underflow(text, b'[10.0,100.05,"0.0 x"]')  # 0.0 inside other tokens
+        assert _may_underflow(text, b"0.0") and _may_underflow(text, b'{"a":-0.0}')
 
 
 def test_fast_path_is_taken_for_plain_documents_and_left_for_escaped_colons() -> None:

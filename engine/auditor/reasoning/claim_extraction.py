@@ -21,10 +21,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, ClassVar, Final
 
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claims import Claim, ItemClaims
@@ -40,6 +39,7 @@ from engine.auditor.reasoning.values import (
     parse_time,
     split_path,
 )
+from engine.auditor.record import Record
 from engine.canonical import dumps_canonical
 from engine.jsonio import StrictJSONError, loads_strict
 from engine.schemas import DataRequirement, EvidenceBundle, EvidenceItem, PromptSpec
@@ -85,12 +85,15 @@ def make_claim_id(evidence_id: str, path: str, value: Any) -> str:
     return "cl_" + hashlib.sha256(preimage).hexdigest()[:12]
 
 
-@dataclass(frozen=True)
-class ClaimSet:
+class ClaimSet(Record):
     """All claims of a bundle, item by item in bundle order, plus extraction-config problems."""
 
-    items: tuple[ItemClaims, ...]
-    problems: tuple[str, ...] = ()
+    FIELDS: ClassVar[tuple[str, ...]] = ("items", "problems")
+    __slots__ = FIELDS
+
+    def __init__(self, items: tuple[ItemClaims, ...], problems: tuple[str, ...] = ()) -> None:
+        self.items: Final = items
+        self.problems: Final = problems
 
     @property
     def claims(self) -> tuple[Claim, ...]:

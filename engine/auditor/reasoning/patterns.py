@@ -29,9 +29,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Final
 
 from engine.auditor.reasoning.regex_guard import regex_risk
+from engine.auditor.record import Record
 from engine.schemas import DataRequirement, PromptSpec
 
 __all__ = ["PATTERN_KINDS", "ExtractionSpec", "Pattern", "compile_pattern", "extraction_spec"]
@@ -50,15 +51,25 @@ class Pattern:
     kind: str | None
 
 
-@dataclass(frozen=True)
-class ExtractionSpec:
+class ExtractionSpec(Record):
     """How to extract claims for one requirement."""
 
-    fields: tuple[str, ...] | None
-    aliases: Mapping[str, tuple[str, ...]]
-    value_field: str | None
-    patterns: tuple[Pattern, ...]
-    problems: tuple[str, ...]
+    FIELDS: ClassVar[tuple[str, ...]] = ("fields", "aliases", "value_field", "patterns", "problems")
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        fields: tuple[str, ...] | None,
+        aliases: Mapping[str, tuple[str, ...]],
+        value_field: str | None,
+        patterns: tuple[Pattern, ...],
+        problems: tuple[str, ...],
+    ) -> None:
+        self.fields: Final = fields
+        self.aliases: Final = aliases
+        self.value_field: Final = value_field
+        self.patterns: Final = patterns
+        self.problems: Final = problems
 
 
 def compile_pattern(pattern: str, max_chars: int) -> re.Pattern[str] | str:

@@ -17,7 +17,6 @@ Every strategy first requires ``min_sources`` distinct usable sources.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Final, NamedTuple
 
@@ -54,19 +53,43 @@ class Candidate(Record):
         self.observed_at: Final = observed_at
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(Record):
     """The result of applying a selection policy; ``failure`` is None when a value was selected."""
 
-    requirement_id: str
-    policy: SelectionPolicy
-    ordered: tuple[Candidate, ...]
-    selected: tuple[Candidate, ...] = ()
-    groups: tuple[tuple[Any, tuple[Candidate, ...]], ...] = ()
-    fallback_used: bool = False
-    failure: str | None = None
-    message: str = ""
-    chain: tuple[tuple[str, str], ...] = field(default=())
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "requirement_id",
+        "policy",
+        "ordered",
+        "selected",
+        "groups",
+        "fallback_used",
+        "failure",
+        "message",
+        "chain",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        requirement_id: str,
+        policy: SelectionPolicy,
+        ordered: tuple[Candidate, ...],
+        selected: tuple[Candidate, ...] = (),
+        groups: tuple[tuple[Any, tuple[Candidate, ...]], ...] = (),
+        fallback_used: bool = False,
+        failure: str | None = None,
+        message: str = "",
+        chain: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.requirement_id: Final = requirement_id
+        self.policy: Final = policy
+        self.ordered: Final = ordered
+        self.selected: Final = selected
+        self.groups: Final = groups
+        self.fallback_used: Final = fallback_used
+        self.failure: Final = failure
+        self.message: Final = message
+        self.chain: Final = chain
 
     @property
     def ok(self) -> bool:

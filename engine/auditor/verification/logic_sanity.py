@@ -15,7 +15,6 @@ kept with a warning (historical APIs are fetched after the fact).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from typing import Any, ClassVar, Final
@@ -86,16 +85,34 @@ class ItemAssessment(Record):
         }
 
 
-@dataclass(frozen=True)
-class SanityReport:
+class SanityReport(Record):
     """Checks plus the parsed event, per-item eligibility and insufficiency reasons."""
 
-    checks: tuple[CheckResult, ...]
-    event: EventSpec
-    items: tuple[ItemAssessment, ...]
-    requirement_ids: tuple[str, ...]
-    primary_requirement_id: str | None
-    insufficient: tuple[str, ...]
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "checks",
+        "event",
+        "items",
+        "requirement_ids",
+        "primary_requirement_id",
+        "insufficient",
+    )
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        checks: tuple[CheckResult, ...],
+        event: EventSpec,
+        items: tuple[ItemAssessment, ...],
+        requirement_ids: tuple[str, ...],
+        primary_requirement_id: str | None,
+        insufficient: tuple[str, ...],
+    ) -> None:
+        self.checks: Final = checks
+        self.event: Final = event
+        self.items: Final = items
+        self.requirement_ids: Final = requirement_ids
+        self.primary_requirement_id: Final = primary_requirement_id
+        self.insufficient: Final = insufficient
 
 
 def requirement_order(prompt_spec: PromptSpec, evidence: EvidenceBundle) -> list[str]:

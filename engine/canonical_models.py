@@ -1,0 +1,76 @@
+"""Canonical bytes of a pydantic model in one dump and one orjson call (no Python callback per value).
+
+:func:`model_bytes` is :func:`engine.canonical.canonical_bytes` for a model whose dump holds only
+values orjson writes in canonical form as they are: dicts with ``str`` keys and no ``None`` value,
+lists, ``str``, ``int``, ``bool``, ``None`` inside lists, floats that orjson formats like ``repr``
+(zero and magnitudes in ``[1e-3, 1e15)``) and datetimes already in UTC (``tzinfo`` is
+``datetime.UTC``) from year 1000 on, which orjson writes with ``OPT_UTC_Z`` exactly as
+:func:`engine.canonical.format_datetime_canonical` does. Validated wire models (the prompt spec,
+evidence items, verdicts) are such models: their timestamps are normalised to UTC.
+
+Anything else (a ``None`` in a dict, a small or huge float, another time zone, a tuple, an enum,
+an int orjson refuses, a lone surrogate) returns ``None`` and the caller takes the reference path,
+so the bytes never differ; equality with the reference is property-tested.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import orjson
+from pydantic import BaseModel
+
+__all__ = ["json_ready", "model_bytes"]
+
+_OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
+
+
+def json_ready(value: Any) -> bool:
+    """Whether orjson (sorted keys, ``OPT_UTC_Z``) writes ``value`` in canonical form as it is.
+
+    Ints are not bounded here: orjson refuses those beyond 64 bits, and :func:`model_bytes` then
+    returns ``None``.
+    """
+    kind = type(value)
+    if kind is dict:
+        mapping: dict[Any, Any] = value  # typed: compiled, a native dict walk
+        for key, item in mapping.items():
+            if type(key) is not str:
+                return False
+            kind_of_item = type(item)
+            if kind_of_item is str or kind_of_item is int or kind_of_item is bool:
+                continue
+            if item is None or not json_ready(item):
+                return False
+        return True
+    if kind is list:
+        items: list[Any] = value
+        for item in items:
+            kind_of_item = type(item)
+            if kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None:
+                continue
+            if not json_ready(item):
+                return False
+        return True
+    if kind is str or kind is int or kind is bool:
+        return True
+    if kind is float:
+        number: float = value
+        return number == 0.0 or 1e-3 <= abs(number) < 1e15  # NaN and the infinities fail both
+    if kind is datetime:
+        moment: datetime = value
+        return moment.tzinfo is UTC and moment.year >= 1000
+    return False
+
+
+def model_bytes(model: BaseModel) -> bytes | None:
+    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure."""
+    try:
+        dumped = model.model_dump(mode="python", by_alias=True, exclude_none=True)
+        if not json_ready(dumped):
+            return None
+        return orjson.dumps(dumped, option=_OPTIONS)
+    except Exception:  # any refusal (big int, surrogate, deep nesting, a failing serializer) is
+        # for the reference path to decide and report, exactly as it did before this path existed.
+        return None

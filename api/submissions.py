@@ -139,7 +139,8 @@ def _committed_reasoning_root(db: Connection, submission_id: str) -> tuple[str, 
         db,
         "SELECT payload -> 'roots' ->> 'reasoning_root' AS root, "
         "ledger_store.json_bigint(payload -> 'roots' -> 'reasoning_leaf_count') AS count "
-        "FROM ledger_store.entries WHERE submission_id = %(id)s AND kind = 'audit.completed'",
+        "FROM (SELECT payload_canonical::jsonb AS payload FROM ledger_store.entries "
+        "WHERE submission_id = %(id)s AND kind = 'audit.completed') a",
         {"id": submission_id},
     )
     if not rows or rows[0]["root"] is None or rows[0]["count"] is None:

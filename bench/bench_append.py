@@ -14,6 +14,9 @@ and dropped. Printed, in one run:
 * reference: COPY of the same number of plain JSONB rows of the same average size, and the
   same rows by executemany INSERT, each batched and committed like the ledger batches;
 * the ratio ledger entries/s : reference rows/s;
+* per submission: the server backend's CPU (µs) and the WAL written (bytes, the server's WAL
+  position before and after, so other sessions of the same server count too: use a quiet or
+  embedded server), for the ledger append and for the COPY reference of the same entries;
 * with ``--appenders``: the same submissions split over N concurrent appender processes (each
   its own connection, consumer group and drafts, started together behind a barrier), each N on a
   fresh database: submissions/s and entries/s from the first start to the last finish, and the
@@ -185,7 +188,13 @@ def scratch_database(server_url: str) -> Iterator[str]:
 
 
 def backend_cpu(pid: int) -> float | None:
-    """CPU seconds used so far by a local server backend (None if /proc does not show it)."""
+    """CPU seconds used so far by a local server backend (None if /proc does not show it).
+
+    ``schedstat`` counts nanoseconds; ``stat`` (the fallback) counts clock ticks of 10 ms."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -193,24 +202,36 @@ def backend_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Clock:
-    """Wall time, this process's CPU time and the server backend's CPU time of one measurement."""
+def wal_position(url: str) -> int:
+    """The server's current WAL position in bytes (cluster-wide)."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    assert row is not None
+    return int(row[0])
 
-    def __init__(self, backend_pid: int) -> None:
+
+class Clock:
+    """Wall time, this process's CPU time, the server backend's CPU time and the WAL of one measurement."""
+
+    def __init__(self, backend_pid: int, url: str) -> None:
         self.backend_pid = backend_pid
+        self.url = url
         self.wall = self.client = 0.0
         self.server: float | None = 0.0
+        self.wal = 0
 
     def __enter__(self) -> Clock:
-        self._start = (time.perf_counter(), time.process_time(), backend_cpu(self.backend_pid))
+        wal = wal_position(self.url)
+        self._start = (time.perf_counter(), time.process_time(), backend_cpu(self.backend_pid), wal)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        wall, client, server = self._start
+        wall, client, server, wal = self._start
         self.wall = time.perf_counter() - wall
         self.client = time.process_time() - client
         end = backend_cpu(self.backend_pid)
         self.server = None if end is None or server is None else end - server
+        self.wal = wal_position(self.url) - wal
 
 
 def bench_ledger(url: str, drafts: list[SubmissionDraft], batch: int) -> tuple[Clock, list[float]]:
@@ -219,7 +240,7 @@ def bench_ledger(url: str, drafts: list[SubmissionDraft], batch: int) -> tuple[C
     engine = create_ledger_engine(url, pool_size=1, max_overflow=0)
     with engine.connect() as probe:
         pid = int(probe.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
-    with LedgerStore(engine) as store, Clock(pid) as clock:
+    with LedgerStore(engine) as store, Clock(pid, url) as clock:
         for number, first in enumerate(range(0, len(drafts), batch)):
             chunk = drafts[first : first + batch]
             t0 = time.perf_counter()
@@ -285,13 +306,13 @@ def bench_reference(url: str, docs: list[str], batch_rows: int) -> tuple[Clock, 
         batches = [
             range(first, min(first + batch_rows, len(docs))) for first in range(0, len(docs), batch_rows)
         ]
-        with Clock(conn.info.backend_pid) as copy_clock:
+        with Clock(conn.info.backend_pid, url) as copy_clock:
             for rows in batches:
                 with conn.cursor() as cur, cur.copy("COPY bench_copy (id, doc) FROM STDIN") as copy:
                     for i in rows:
                         copy.write_row((i, docs[i]))
                 conn.commit()
-        with Clock(conn.info.backend_pid) as insert_clock:
+        with Clock(conn.info.backend_pid, url) as insert_clock:
             for rows in batches:
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -377,6 +398,14 @@ def main(argv: list[str] | None = None) -> int:
         f"ratio ledger entries/s : COPY rows/s = {copy_clock.wall / clock.wall:.2f} "
         f"(: executemany INSERT rows/s = {insert_clock.wall / clock.wall:.2f})"
     )
+    for label, measured in (("ledger append", clock), ("reference COPY", copy_clock)):
+        server_us = (
+            f"{measured.server / args.submissions * 1e6:,.0f}" if measured.server is not None else "n/a"
+        )
+        print(
+            f"{label:<17}per submission: server CPU {server_us} µs, WAL {measured.wal / args.submissions:,.0f} B "
+            "(server-wide WAL position)"
+        )
     for n, wall in concurrent.items():
         print(
             f"{n} appender process(es): {args.submissions / wall:,.0f} submissions/s, {entries / wall:,.0f} "

@@ -87,12 +87,12 @@ LEFT JOIN LATERAL (
     ORDER BY e.stream_seq DESC LIMIT 1) a ON true
 LEFT JOIN LATERAL (
     SELECT v.payload ->> 'status' AS status, coalesce((v.payload ->> 'attempt')::int, 1) AS attempt, v.appended_at
-    FROM ledger_store.entries v
-    WHERE v.submission_id = r.submission_id AND v.kind = 'reasoning.verified'
-    ORDER BY v.stream_seq DESC LIMIT 1) last ON true
+    FROM (SELECT l.payload_canonical::jsonb AS payload, l.appended_at FROM ledger_store.entries l
+          WHERE l.submission_id = r.submission_id AND l.kind = 'reasoning.verified'
+          ORDER BY l.stream_seq DESC LIMIT 1) v) last ON true
 WHERE r.kind = 'submission.received'
   AND r.global_seq > %(after)s
-  AND r.payload -> 'envelope_options' -> 'verify_reasoning' = 'true'::jsonb
+  AND (r.payload_canonical::jsonb) -> 'envelope_options' -> 'verify_reasoning' = 'true'::jsonb
   AND (last.status IS NULL
        OR (%(retry)s AND last.status = 'fail_closed' AND last.attempt < %(max_attempts)s))
 ORDER BY r.global_seq

@@ -103,6 +103,11 @@ class Entry(Base):
     A ``trace.step`` entry also holds its step body (``step_index`` … ``canonical_step``; NULL on
     every other kind), one row per step since revision 0008: ``ledger_store.trace_steps`` is a view
     of them. No foreign keys on them: the append writes the body with its entry in one row.
+
+    Since revision 0009 the payload is stored once, as ``payload_canonical`` (the hashed text); the
+    views of schema ``ledger`` expose ``payload`` as jsonb parsed on read. That every entry names a
+    stored submission is checked once per INSERT/COPY statement by the trigger
+    ``entries_submission_exists`` (not modelled here), not by a per-row foreign key.
     """
 
     __tablename__ = "entries"
@@ -126,13 +131,10 @@ class Entry(Base):
     )
 
     global_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    submission_id: Mapped[str] = mapped_column(Text, ForeignKey(f"{STORE_SCHEMA}.submissions.submission_id"))
+    submission_id: Mapped[str] = mapped_column(Text)
     stream_seq: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(Text)
     payload_canonical: Mapped[str] = mapped_column(Text)
-    payload: Mapped[dict[str, Any]] = mapped_column(
-        JSONB, Computed("(payload_canonical)::jsonb", persisted=True)
-    )
     payload_hash: Mapped[str] = mapped_column(Text)
     prev_hash: Mapped[str] = mapped_column(Text)
     entry_hash: Mapped[str] = mapped_column(Text)

@@ -146,7 +146,7 @@ def test_canonical_text_is_stored_and_hashed_not_the_jsonb(
     seq = result.entries[-2].global_seq  # audit.completed: evaluation_variables.numeric_value == 1.0
     text, payload_hash, jsonb_text = query(
         migrated_database_url,
-        "SELECT payload_canonical, payload_hash, payload::text FROM ledger_store.entries WHERE global_seq = %s",
+        "SELECT payload_canonical, payload_hash, payload::text FROM ledger.entries WHERE global_seq = %s",
         (seq,),
     )[0]
     assert '"numeric_value":1.0' in text

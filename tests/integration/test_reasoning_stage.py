@@ -222,7 +222,7 @@ def test_stored_inputs_the_consumer_would_refuse_are_never_verified(ledger_store
         conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
         changed = conn.execute(
             text(
-                "UPDATE ledger_store.entries SET payload_canonical = jsonb_set(payload, "
+                "UPDATE ledger_store.entries SET payload_canonical = jsonb_set(payload_canonical::jsonb, "
                 "'{evidence_bundle,market_id}', '\"mk_elsewhere\"')::text "
                 "WHERE submission_id = :s AND kind = 'submission.received'"
             ),

@@ -41,15 +41,13 @@ __all__ = [
     "BuildGroup",
     "clean",
     "compiled_files",
+    "extensions",
     "main",
     "missing_toolchain",
     "stale_modules",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUP = "engine._compiled"
-"""The shared library's module name (``engine/_compiled__mypyc.<abi>.so``), inside the package."""
-
 COMPILED_MODULES = (
     "engine/canonical.py",
     "engine/commitments.py",
@@ -101,6 +99,8 @@ class BuildGroup:
 
 ENGINE = BuildGroup("engine", COMPILED_MODULES)
 """The engine's group: the only one ``python -m engine.build`` knows (the engine imports nothing of ours)."""
+GROUP = ENGINE.name
+"""The shared library's module name (``engine/_compiled__mypyc.<abi>.so``), inside the package."""
 
 _SUFFIXES = (".so", ".pyd")
 

@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 COMPILED := $(VENV)/.engine-built
-ENGINE_SOURCES := $(shell find engine -name '*.py' -not -path '*/__pycache__/*')
+## What the compiled build depends on: the engine's sources, ledger.build and the ledger's compiled
+## modules with everything they import from ledger (verify, replay, store).
+COMPILED_SOURCES := $(shell find engine ledger/verify ledger/replay ledger/store ledger/build.py -name '*.py' -not -path '*/__pycache__/*')
 
 .PHONY: run test lint typecheck imports unit install clean bench compile clean-compiled
 
@@ -19,11 +21,12 @@ $(STAMP): pyproject.toml
 	@echo "[make] installed"
 
 
-## The engine's hot modules compiled with mypyc when a C compiler is there (pure Python otherwise);
-## rebuilt whenever an engine source changes. `LEDGER_ENGINE=pure` runs the sources beside a build.
-$(COMPILED): $(STAMP) $(ENGINE_SOURCES)
-	@echo "[make] compiling the engine with mypyc (about 30 s; pure Python if no C compiler)"
-	$(BIN)/python -m engine.build --if-possible
+## The engine's and the ledger's hot modules compiled with mypyc when a C compiler is there (pure
+## Python otherwise; engine/build.py, ledger/build.py); rebuilt whenever one of their sources changes.
+## `LEDGER_ENGINE=pure` runs the sources beside a build.
+$(COMPILED): $(STAMP) $(COMPILED_SOURCES)
+	@echo "[make] compiling the engine and the ledger's hot modules with mypyc (about a minute; pure Python if no C compiler)"
+	$(BIN)/python -m ledger.build --if-possible
 	touch $(COMPILED)
 
 install: $(STAMP) $(COMPILED)
@@ -54,14 +57,14 @@ unit: install
 bench: install
 	$(BIN)/python bench/run_all.py
 
-## Compile the engine now, failing when it cannot (needs mypyc and a C compiler).
+## Compile the engine and the ledger's hot modules now, failing when it cannot (needs mypyc and a C compiler).
 compile: $(STAMP)
-	$(BIN)/python -m engine.build
+	$(BIN)/python -m ledger.build
 	touch $(COMPILED)
 
 ## Back to the pure-Python engine (until an engine source changes or `make compile`).
 clean-compiled:
-	find engine \( -name "*.so" -o -name "*.pyd" \) -delete
+	find engine ledger \( -name "*.so" -o -name "*.pyd" \) -delete
 	[ ! -d $(VENV) ] || touch $(COMPILED)
 
 clean: clean-compiled

@@ -1,10 +1,10 @@
 """The project's PEP 517 backend: setuptools, plus mypy when ``LEDGER_MYPYC=1`` asks for a compiled wheel.
 
 A plain ``pip install`` / ``pip wheel`` builds a pure-Python wheel (``py3-none-any``). With
-``LEDGER_MYPYC=1`` the engine's hot modules (``engine.build.COMPILED_MODULES``) are compiled with
+``LEDGER_MYPYC=1`` the engine's and the ledger's hot modules (``ledger.build.GROUPS``) are compiled with
 mypyc into a platform wheel, the way black ships its wheels; ``setup.py`` does the compiling, this
 module only adds mypy (which ships mypyc) and the project's own dependencies (mypyc type-checks the
-engine against pydantic and the rest) to the isolated build environment for that case.
+engine and the ledger against pydantic and the rest) to the isolated build environment for that case.
 """
 
 from __future__ import annotations

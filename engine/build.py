@@ -2,8 +2,10 @@
 
 ``python -m engine.build`` compiles :data:`COMPILED_MODULES` with mypyc into extension modules
 next to their sources (one shared library, ``engine/_compiled__mypyc``, plus one small shim per
-module); :mod:`engine.loader` then imports the extension instead of the ``.py`` file. ``make
-install`` runs it with ``--if-possible``: compiled where mypyc and a C compiler are present, the
+module); :mod:`engine.loader` then imports the extension instead of the ``.py`` file. The same
+step serves other packages: a :class:`BuildGroup` names a package and its modules, and
+``python -m ledger.build`` (what ``make install`` runs) compiles the engine's group and the
+ledger's, each into its own shared library. ``make install`` runs it with ``--if-possible``: compiled where mypyc and a C compiler are present, the
 pure engine elsewhere (a wheel from ``pip install`` is pure too). The pure sources stay the
 reference and give the same bytes (the goldens are checked both ways); ``LEDGER_ENGINE=pure``
 runs them beside a build. ``--clean`` removes every extension this step made; ``--check`` fails
@@ -27,22 +29,25 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "COMPILED_MODULES",
+    "ENGINE",
     "GROUP",
+    "BuildGroup",
     "clean",
     "compiled_files",
+    "extensions",
     "main",
     "missing_toolchain",
     "stale_modules",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUP = "engine._compiled"
-"""The shared library's module name (``engine/_compiled__mypyc.<abi>.so``), inside the package."""
-
 COMPILED_MODULES = (
     "engine/canonical.py",
     "engine/canonical_models.py",
@@ -73,18 +78,46 @@ COMPILED_MODULES = (
 )
 """Sources compiled by :func:`main`, relative to the repository root."""
 
+
+@dataclass(frozen=True)
+class BuildGroup:
+    """The modules of one package compiled together into one shared library,
+    ``<package>/_compiled__mypyc``; another package (``ledger.build``) declares its own group."""
+
+    package: str
+    modules: tuple[str, ...]
+    """Sources relative to the repository root, all under ``<package>/``."""
+
+    @property
+    def name(self) -> str:
+        """The shared library's module name, inside the package."""
+        return f"{self.package}._compiled"
+
+    def module_names(self) -> frozenset[str]:
+        """The dotted names of :attr:`modules`."""
+        return frozenset(source.removesuffix(".py").replace("/", ".") for source in self.modules)
+
+
+ENGINE = BuildGroup("engine", COMPILED_MODULES)
+"""The engine's group: the only one ``python -m engine.build`` knows (the engine imports nothing of ours)."""
+GROUP = ENGINE.name
+"""The shared library's module name (``engine/_compiled__mypyc.<abi>.so``), inside the package."""
+
 _SUFFIXES = (".so", ".pyd")
 
 
-def compiled_files(root: Path = ROOT) -> list[Path]:
-    """Every extension module under ``engine/`` (all made by this step: the sources are pure Python)."""
-    return sorted(path for path in (root / "engine").rglob("*") if path.suffix in _SUFFIXES)
+def compiled_files(root: Path = ROOT, groups: Sequence[BuildGroup] = (ENGINE,)) -> list[Path]:
+    """Every extension module under the groups' packages (all made by this step: the sources are
+    pure Python)."""
+    return sorted(
+        path for group in groups for path in (root / group.package).rglob("*") if path.suffix in _SUFFIXES
+    )
 
 
-def stale_modules(root: Path = ROOT) -> list[str]:
+def stale_modules(root: Path = ROOT, groups: Sequence[BuildGroup] = (ENGINE,)) -> list[str]:
     """Compiled modules whose source changed after the build (these would shadow the edit)."""
     stale: list[str] = []
-    for source in COMPILED_MODULES:
+    for source in (source for group in groups for source in group.modules):
         path = root / source
         for candidate in path.parent.glob(path.stem + ".*"):
             if candidate.suffix in _SUFFIXES and candidate.stat().st_mtime < path.stat().st_mtime:
@@ -92,9 +125,9 @@ def stale_modules(root: Path = ROOT) -> list[str]:
     return stale
 
 
-def clean(root: Path = ROOT) -> list[Path]:
+def clean(root: Path = ROOT, groups: Sequence[BuildGroup] = (ENGINE,)) -> list[Path]:
     """Remove every extension this step made; returns what was removed."""
-    removed = compiled_files(root)
+    removed = compiled_files(root, groups)
     for path in removed:
         path.unlink()
     return removed
@@ -118,19 +151,29 @@ def missing_toolchain() -> str | None:
     return None
 
 
-def build(root: Path = ROOT) -> None:
-    """Compile :data:`COMPILED_MODULES` in place (needs mypyc, setuptools and a C compiler)."""
+def extensions(groups: Sequence[BuildGroup], target_dir: str) -> list[Any]:
+    """The setuptools extensions of every group, their C sources under ``target_dir/<package>``: one
+    mypyc run per group, each self-contained (a group calls another's modules through Python, so
+    either can be rebuilt alone)."""
     from mypyc.build import mypycify
+
+    made: list[Any] = []
+    for group in groups:
+        target = str(Path(target_dir) / group.package)
+        made += mypycify(list(group.modules), group_name=group.name, target_dir=target, opt_level="3")
+    return made
+
+
+def build(root: Path = ROOT, groups: Sequence[BuildGroup] = (ENGINE,)) -> None:
+    """Compile the groups' modules in place (needs mypyc, setuptools and a C compiler)."""
     from setuptools import Distribution
 
-    clean(root)
+    clean(root, groups)
     with tempfile.TemporaryDirectory(prefix="engine-mypyc-") as work:
-        extensions = mypycify(
-            list(COMPILED_MODULES), group_name=GROUP, target_dir=str(Path(work) / "c"), opt_level="3"
-        )
+        built = extensions(groups, str(Path(work) / "c"))
         # A bare Distribution: the project's pyproject.toml is not read (older setuptools reject
         # its SPDX ``license`` string), only the extensions are built, in place.
-        distribution = Distribution({"name": "engine-compiled", "ext_modules": extensions})
+        distribution = Distribution({"name": "engine-compiled", "ext_modules": built})
         distribution.script_args = [
             "build_ext",
             "--inplace",
@@ -143,8 +186,9 @@ def build(root: Path = ROOT) -> None:
         distribution.run_commands()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m engine.build [--clean | --check | --if-possible]``."""
+def main(argv: list[str] | None = None, groups: Sequence[BuildGroup] = (ENGINE,)) -> int:
+    """``python -m engine.build [--clean | --check | --if-possible]`` over ``groups`` (the engine's
+    alone here; ``python -m ledger.build`` passes the ledger's too)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -158,29 +202,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.clean:
-        removed = clean()
+        removed = clean(ROOT, groups)
         print(f"removed {len(removed)} compiled file(s)")
         return 0
     if args.check:
-        stale = stale_modules()
+        stale = stale_modules(ROOT, groups)
         if stale:
             print(
                 "stale compiled module(s), run `make compile` or `make clean-compiled`: " + ", ".join(stale)
             )
             return 1
-        print(f"{len(compiled_files())} compiled file(s), none stale")
+        print(f"{len(compiled_files(ROOT, groups))} compiled file(s), none stale")
         return 0
     missing = missing_toolchain()
     if missing is not None:
         if args.if_possible:
             # The pure engine is the reference and gives the same bytes; only speed is lost.
-            print(f"engine: pure Python ({missing}; `make compile` once it is there)")
+            packages = ", ".join(group.package for group in groups)
+            print(f"{packages}: pure Python ({missing}; `make compile` once it is there)")
             return 0
         print(f"cannot compile: {missing}")
         return 2
     os.chdir(ROOT)  # mypyc names modules from paths relative to the repository root
-    build()
-    print(f"compiled {len(COMPILED_MODULES)} module(s) into {len(compiled_files())} extension file(s)")
+    build(ROOT, groups)
+    count = sum(len(group.modules) for group in groups)
+    print(f"compiled {count} module(s) into {len(compiled_files(ROOT, groups))} extension file(s)")
     return 0
 
 

@@ -11,7 +11,9 @@ are checked both ways). ``LEDGER_ENGINE`` chooses at import time:
 In a source checkout, a compiled module older than its source is never imported: it would silently
 run code the source no longer says, so the import fails with the command that fixes it. (An
 installed wheel ships its build with its sources; installers do not keep their file times.) :func:`install` puts the finder
-that enforces this first on ``sys.meta_path``; ``engine/__init__.py`` calls it.
+that enforces this first on ``sys.meta_path``; ``engine/__init__.py`` calls it for ``engine.*``.
+The finder is parametrised by package: ``ledger/__init__.py`` installs one for ``ledger.*`` (its
+compiled modules are listed in ``ledger.build``), with the same modes and the same refusals.
 """
 
 from __future__ import annotations
@@ -49,20 +51,23 @@ def _source_beside(extension: str, fullname: str) -> Path:
     return Path(extension).parent / (fullname.rpartition(".")[2] + ".py")
 
 
-class _EngineFinder(importlib.abc.MetaPathFinder):
-    """Resolves ``engine.*`` modules, choosing between a compiled build and its source."""
+class _PackageFinder(importlib.abc.MetaPathFinder):
+    """Resolves ``<package>.*`` modules, choosing between a compiled build and its source."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, package: str, mode: str, package_dir: Path, modules_from: str) -> None:
+        self.package = package
+        self.prefix = package + "."
+        self.shared = f"{package}._compiled"  # the group's shared library (engine.build.BuildGroup)
         self.mode = mode
-        self.required = _compiled_module_names() if mode == "compiled" else frozenset()
+        self.required = _compiled_module_names(modules_from) if mode == "compiled" else frozenset()
         # Only a source checkout (pyproject.toml beside the package) builds in place; an installed
         # wheel's file times are whatever the installer set, and its build came with its sources.
-        self.checkout = (Path(__file__).resolve().parent.parent / "pyproject.toml").is_file()
+        self.checkout = (package_dir.parent / "pyproject.toml").is_file()
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not fullname.startswith("engine.") or fullname.startswith("engine._compiled"):
+        if not fullname.startswith(self.prefix) or fullname.startswith(self.shared):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.origin is None:
@@ -86,21 +91,30 @@ class _EngineFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _compiled_module_names() -> frozenset[str]:
-    from engine.build import COMPILED_MODULES  # imported before the finder is installed
+def _compiled_module_names(modules_from: str) -> frozenset[str]:
+    # imported before the finder is installed (a build module is never compiled itself)
+    modules: Sequence[str] = importlib.import_module(modules_from).COMPILED_MODULES
+    return frozenset(source.removesuffix(".py").replace("/", ".") for source in modules)
 
-    return frozenset(source.removesuffix(".py").replace("/", ".") for source in COMPILED_MODULES)
 
+def install(package: str = "engine", modules_from: str = "engine.build") -> None:
+    """Put the finder of ``package`` first on ``sys.meta_path`` (once per process and package).
 
-def install() -> None:
-    """Put the engine finder first on ``sys.meta_path`` (once per process)."""
-    if any(isinstance(finder, _EngineFinder) for finder in sys.meta_path):
+    ``modules_from`` names the module whose ``COMPILED_MODULES`` (sources relative to the
+    repository root) ``LEDGER_ENGINE=compiled`` requires a build of; it is imported in that mode
+    only. Called from the package's ``__init__``, once the package module exists.
+    """
+    if any(isinstance(finder, _PackageFinder) and finder.package == package for finder in sys.meta_path):
         return
-    sys.meta_path.insert(0, _EngineFinder(engine_mode()))
+    package_file = sys.modules[package].__file__
+    if package_file is None:
+        raise EngineBuildError(f"{package} has no __init__ file: its build cannot be located")
+    package_dir = Path(package_file).resolve().parent
+    sys.meta_path.insert(0, _PackageFinder(package, engine_mode(), package_dir, modules_from))
 
 
-def active_build() -> Literal["compiled", "pure"]:
-    """``compiled`` when the engine's canonical encoder runs from a mypyc build, else ``pure``."""
-    from engine import canonical
-
-    return "compiled" if str(canonical.__file__).endswith(_EXTENSION_SUFFIXES) else "pure"
+def active_build(module: str = "engine.canonical") -> Literal["compiled", "pure"]:
+    """``compiled`` when ``module`` (by default the engine's canonical encoder) runs from a mypyc
+    build, else ``pure``."""
+    loaded = importlib.import_module(module)
+    return "compiled" if str(loaded.__file__).endswith(_EXTENSION_SUFFIXES) else "pure"

@@ -38,7 +38,8 @@ from engine.merkle.rfc6962 import Frontier, leaf_hash
 from engine.pipeline import PipelineResult, run_pipeline
 from engine.version import ENGINE_VERSION
 from ledger.collection import fewer_collections
-from ledger.replay.compare import Difference, StoredArtifacts, compare_run, whole_run_identical
+from ledger.replay.compare import Difference, StoredArtifacts, compare_run
+from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import payload_entries, submission_draft

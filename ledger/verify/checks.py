@@ -26,16 +26,17 @@ from typing import Any
 
 import orjson
 
-from ledger.store.hashing import GENESIS_PREV_HASH, canonical_text, entry_hash, submission_header, text_sha256
-from ledger.store.records import FOLLOW_UP_KINDS
-from ledger.verify.problems import (
-    MISSING,
-    Problem,
-    orjson_is_canonical,
-    parse_canonical,
+from ledger.store.hashing import (
+    GENESIS_PREV_HASH,
+    canonical_text,
+    entry_hash,
     quote,
-    top_level_value,
+    submission_header,
+    text_sha256,
 )
+from ledger.store.records import FOLLOW_UP_KINDS
+from ledger.verify.canonical_form import MISSING, orjson_is_canonical, parse_canonical, top_level_value
+from ledger.verify.problems import Problem
 from ledger.verify.roots import RootChecks
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 

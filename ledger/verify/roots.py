@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.canonical import canonical_bytes
+from engine.canonical import canonical_bytes, sha256_hex
 from engine.sentinel import Challenge, ChallengeKind, MerkleProofPacket, make_challenge
-from ledger.verify.problems import Problem, cournot_root_hex, is_hex32, sha256_hex
+from ledger.verify.canonical_form import cournot_root_hex, is_hex32
+from ledger.verify.problems import Problem
 
 __all__ = ["COMPONENTS", "RootChecks"]
 

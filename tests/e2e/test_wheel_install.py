@@ -53,7 +53,7 @@ def clean_env(state_dir: Path) -> dict[str, str]:
 
 def build_wheel(out: Path, env: dict[str, str], *, compiled: bool = False) -> Path:
     """``pip wheel . --no-deps`` of a copy of the checkout (no build products left in the tree);
-    with ``compiled``, ``LEDGER_MYPYC=1``: the engine's hot modules built with mypyc."""
+    with ``compiled``, ``LEDGER_MYPYC=1``: the engine's and the ledger's hot modules built with mypyc."""
     if compiled:
         env = {**env, "LEDGER_MYPYC": "1"}
     source = out / "source"
@@ -72,7 +72,9 @@ def build_wheel(out: Path, env: dict[str, str], *, compiled: bool = False) -> Pa
     [wheel] = out.glob("verification_ledger-*.whl")
     if compiled:
         assert not wheel.name.endswith("-none-any.whl"), f"a compiled wheel is a platform wheel: {wheel.name}"
-        assert any(name.endswith(".so") for name in zipfile.ZipFile(wheel).namelist())
+        names = zipfile.ZipFile(wheel).namelist()
+        assert any(name.startswith("engine/") and name.endswith(".so") for name in names)
+        assert any(name.startswith("ledger/verify/checks.") and name.endswith(".so") for name in names)
     else:
         assert wheel.name.endswith("-py3-none-any.whl"), f"the wheel must be pure Python: {wheel.name}"
     return wheel
@@ -189,8 +191,10 @@ def test_wheel_in_a_fresh_venv_runs_help_audit_migrations_and_the_demo(scratch: 
             timeout=INSTALL_TIMEOUT,
         )
     )
-    probe = "import engine.loader; print(engine.loader.active_build())"
-    assert (
-        ok(run([str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env)).stdout.strip() == "compiled"
+    probe = (
+        "import ledger, engine.loader as l; "
+        "print(l.active_build(), l.active_build('ledger.verify.checks'), l.active_build('ledger.replay.identical'))"
     )
+    builds = ok(run([str(venv / "bin" / "python"), "-c", probe], cwd=work, env=env)).stdout.split()
+    assert builds == ["compiled", "compiled", "compiled"]  # the engine's group and the ledger's
     assert ok(run([ledger, "audit", str(sample)], cwd=work, env=env)).stdout == pure_audit

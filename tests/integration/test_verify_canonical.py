@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.store.hashing import canonical_text
-from ledger.verify.problems import MISSING, parse_canonical, top_level_value
+from ledger.verify.canonical_form import MISSING, parse_canonical, top_level_value
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [1e-05, 5e-05, 2.5e-05, 1e-07, 0.0001, 1e16, 1e22, -0.0, 95000.0, 1.2345678901234568e17]

@@ -1,4 +1,5 @@
-"""The optional mypyc build (``engine.build``): what it compiles, and that a stale build is caught.
+"""The optional mypyc build (``engine.build``, and ``ledger.build`` for the ledger's group): what it
+compiles, and that a stale build is caught.
 
 Compiling takes a minute and a C compiler, so these tests never compile; they pin the module list
 (no Pydantic models, nothing whose semantics mypyc would change) and the stale/clean bookkeeping.
@@ -7,10 +8,12 @@ When the engine in this checkout *is* compiled, the last test asserts the build 
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
-from engine.build import COMPILED_MODULES, ROOT, clean, compiled_files, stale_modules
+from engine.build import COMPILED_MODULES, ENGINE, ROOT, clean, compiled_files, stale_modules
+from ledger.build import GROUPS, LEDGER
 
 NOT_COMPILED = (
     "engine/schemas/",
@@ -66,7 +69,40 @@ def test_clean_removes_every_extension_and_keeps_sources(tmp_path: Path) -> None
 
 
 def test_this_checkout_has_no_stale_compiled_module() -> None:
-    assert stale_modules() == [], "run `make compile` or `make clean-compiled`"
+    assert stale_modules(ROOT, GROUPS) == [], "run `make compile` or `make clean-compiled`"
+
+
+def test_the_ledger_group_holds_ledger_sources_without_classes_mypyc_would_change() -> None:
+    """Compiled, a dataclass or named tuple becomes a native class (no ``__dict__``, pickled
+    otherwise): the ledger's compiled modules define plain classes and functions only."""
+    assert GROUPS == (ENGINE, LEDGER) and LEDGER.package == "ledger"
+    assert LEDGER.modules and len(set(LEDGER.modules)) == len(LEDGER.modules)
+    for source in LEDGER.modules:
+        assert source.startswith("ledger/") and source.endswith(".py") and source != "ledger/build.py"
+        tree = ast.parse((ROOT / source).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base) for base in node.bases}
+                assert not node.decorator_list, (source, node.name)
+                assert not bases & {"NamedTuple", "BaseModel", "StrictModel", "TypedDict"}, (
+                    source,
+                    node.name,
+                )
+
+
+def test_groups_scan_their_own_package(tmp_path: Path) -> None:
+    _fake_tree(tmp_path)
+    ledger_source = tmp_path / "ledger" / "verify" / "checks.py"
+    ledger_source.parent.mkdir(parents=True)
+    ledger_source.write_text("x = 1\n", encoding="utf-8")
+    ledger_extension = ledger_source.with_name("checks.cpython-311-x86_64-linux-gnu.so")
+    ledger_extension.write_bytes(b"")
+    os.utime(ledger_extension, (1_000_000, 1_000_000))
+    os.utime(ledger_source, (2_000_000, 2_000_000))
+    assert ledger_extension not in compiled_files(tmp_path)  # the engine's group alone by default
+    assert ledger_extension in compiled_files(tmp_path, GROUPS)
+    assert stale_modules(tmp_path, GROUPS) == ["ledger/verify/checks.py"]
+    assert ledger_extension in clean(tmp_path, GROUPS) and not ledger_extension.exists()
 
 
 def test_the_compiled_judge_stores_floats_only_where_it_declares_float() -> None:

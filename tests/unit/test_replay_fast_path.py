@@ -128,7 +128,7 @@ def test_a_stored_input_changed_behind_its_hashes_diverges(member: str, field: s
 def test_rebuilt_payload_bytes_are_the_stores_canonical_text_for_every_corpus_bundle() -> None:
     """The fast path's one-walk canonical bytes equal ``canonical_text``, the store's, payloads with
     None members (check details, evaluation variables) included."""
-    from ledger.replay.compare import _rebuilt_bytes
+    from ledger.replay.identical import _rebuilt_bytes
     from tests.helpers.replay import corpus_drafts
 
     nulls = 0
@@ -184,7 +184,7 @@ def test_the_verdict_member_proved_by_its_hash_matches_exactly_what_serialising_
     """The stored verdict payload's ``verdict`` member is checked against ``roots.verdict_hash``
     instead of being serialised again: same answer as the whole-text comparison, for the payload as
     stored and for texts changed inside, before and after that member."""
-    from ledger.replay.compare import _matches_rebuilt
+    from ledger.replay.identical import _matches_rebuilt
     from ledger.store.drafts import submission_draft
 
     header = {"schema_id": ENVELOPE_SCHEMA_ID, "schema_version": ENVELOPE_SCHEMA_VERSION}

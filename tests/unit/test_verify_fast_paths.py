@@ -9,8 +9,8 @@ import pytest
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
+from ledger.verify.canonical_form import MISSING, cournot_root_hex, top_level_value
 from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text
-from ledger.verify.problems import MISSING, cournot_root_hex, top_level_value
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup, steps_of
 
 

@@ -1,0 +1,98 @@
+"""``ledger replay``'s common case: is a stored submission identical to its replay, from texts alone.
+
+Every stored payload text against the text the draft builder makes for it, every step row against
+its replayed step (through SHA-256: equal hashes mean equal bytes). True settles the submission;
+False says nothing about where it differs (:func:`ledger.replay.compare.compare_run` then finds it).
+Pure functions only: compiled with mypyc by ``make install`` (:mod:`ledger.build`; the sources are
+the reference, ``LEDGER_ENGINE=pure`` runs them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from engine.canonical import canonical_bytes_of_plain, canonicalize_value
+from engine.pipeline import PipelineResult
+from ledger.store.hashing import quote, text_sha256
+from ledger.store.records import EntryDraft
+
+__all__ = ["steps_identical", "whole_run_identical"]
+
+
+def steps_identical(step_hashes: Sequence[str], step_texts: Sequence[str], result: PipelineResult) -> bool:
+    """Every stored step row matches the replayed step: the same hashes, and each text hashing to its own."""
+    if list(step_hashes) != result.step_hashes or len(step_texts) != len(result.step_hashes):
+        return False
+    return all(text_sha256(text) == value for text, value in zip(step_texts, result.step_hashes, strict=True))
+
+
+def whole_run_identical(
+    payload_texts: Mapping[str, str | None],
+    step_hashes: Sequence[str],
+    step_texts: Sequence[str],
+    result: PipelineResult,
+    entries: Iterable[EntryDraft],
+) -> bool:
+    """The fast verdict of :func:`compare_run`, from stored texts alone (nothing parsed): True when
+    every stored payload text equals the text the draft builder makes for it in ``entries`` (the
+    rebuilt entries, :func:`ledger.store.drafts.payload_entries`; the consumer's spliced canonical
+    text when it made one) and every step row matches.
+
+    False says nothing about where the difference is: :func:`compare_run` then finds it.
+    """
+    rebuilt = {entry.kind: entry for entry in entries if entry.kind in payload_texts}
+    for kind, text in payload_texts.items():
+        entry = rebuilt.get(kind)
+        if text is None or entry is None:
+            return False
+        if entry.canonical is not None:
+            if text != entry.canonical:
+                return False
+        elif not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash):
+            return False
+    return steps_identical(step_hashes, step_texts, result)
+
+
+def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str) -> bool:
+    """``text`` equals the canonical text of the rebuilt ``payload``.
+
+    A member of the payload that is ``hashed`` (the very object, e.g. the replayed verdict) is not
+    serialised again: the canonical texts of the other members fix where its text lies in
+    ``text``, and that slice must hash to ``digest``, the SHA-256 the engine made of the member's
+    canonical bytes (``roots.verdict_hash``), as stored steps are proved by their hashes. Payloads
+    of another shape (no such member, keys that are not plain ASCII strings) are serialised whole.
+    """
+    keys = sorted(key for key, value in payload.items() if value is not None) if type(payload) is dict else ()
+    if not any(payload[key] is hashed for key in keys) or not all(
+        type(key) is str and key.isascii() for key in keys
+    ):
+        return text.encode("utf-8") == _rebuilt_bytes(payload)
+    head, tail, member = ["{"], [], None
+    for key in keys:
+        value = payload[key]
+        if member is None and value is hashed:
+            member = key
+            head.append(f"{quote(key)}:")
+            continue
+        text_of = f"{quote(key)}:{_rebuilt_bytes(value).decode('utf-8')}"
+        if member is None:
+            head.append(f"{text_of},")
+        else:
+            tail.append(f",{text_of}")
+    tail.append("}")
+    prefix, suffix = "".join(head), "".join(tail)
+    if len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
+        return False
+    return text_sha256(text[len(prefix) : len(text) - len(suffix)]) == digest
+
+
+def _rebuilt_bytes(payload: Any) -> bytes:
+    """The store's canonical bytes of a rebuilt payload (``canonical_text(payload)``), in one walk.
+
+    :func:`~engine.canonical.canonicalize_value` reads models field by field and drops None members
+    as it goes, so a payload holding nulls (the audit's check details, evaluation variables) is not
+    dumped, serialised and pruned twice; the engine property-tests this pair against
+    :func:`~engine.canonical.canonical_bytes`, which ``canonical_text`` is.
+    """
+    return canonical_bytes_of_plain(canonicalize_value(payload))

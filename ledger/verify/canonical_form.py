@@ -1,0 +1,151 @@
+"""Checks over stored canonical bytes for ``ledger verify``: is a text the canonical form of what it
+parses to, a top-level member without parsing the rest, a Cournot root over hex leaves.
+
+Pure functions and nothing else: compiled with mypyc by ``make install`` (:mod:`ledger.build`; the
+sources are the reference, ``LEDGER_ENGINE=pure`` runs them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from engine.canonical import canonical_bytes, to_hex
+from engine.merkle import cournot_root
+
+__all__ = [
+    "MISSING",
+    "cournot_root_hex",
+    "is_hex32",
+    "orjson_is_canonical",
+    "parse_canonical",
+    "top_level_value",
+]
+
+_HEX32 = re.compile(r"0x[0-9a-f]{64}")
+
+
+def is_hex32(value: Any) -> bool:
+    """``0x`` + 64 lowercase hex digits."""
+    return isinstance(value, str) and _HEX32.fullmatch(value) is not None
+
+
+MISSING = object()
+_DECODER = json.JSONDecoder()
+
+
+def top_level_value(text: str, key: str) -> Any:
+    """The value of ``key`` in a canonical JSON object text, decoding only the members before it
+    (keys are sorted); :data:`MISSING` when absent. Raises ValueError on anything else."""
+    if text == "{}":
+        return MISSING
+    if not text.startswith("{"):
+        raise ValueError("not a JSON object")
+    position = 1
+    while True:
+        name, position = _DECODER.raw_decode(text, position)
+        if not isinstance(name, str) or text[position : position + 1] != ":":
+            raise ValueError("not a canonical JSON object")
+        value, position = _DECODER.raw_decode(text, position + 1)
+        if name == key:
+            return value
+        if name > key or text[position : position + 1] == "}":
+            return MISSING
+        if text[position : position + 1] != ",":
+            raise ValueError("not a canonical JSON object")
+        position += 1
+
+
+_SORTED = orjson.OPT_SORT_KEYS
+_DIGITS = frozenset("0123456789")
+
+
+def _plain_orjson_is_canonical(text: str) -> bool:
+    """Is ``text``, orjson's sorted output of a parsed JSON value, that value's canonical form?
+
+    The conditions of :func:`engine.canonical.canonical_bytes`' fast path, judged on the output: no
+    ``null`` (the canonical form drops None members) and no token orjson formats unlike Python's
+    repr (``0.0000``, a digit before ``e-``). Both are conservative: False sends the value to
+    :func:`canonical_bytes`, which decides. (Searched in the str: twice as fast as in its UTF-8
+    bytes, and the same answer, since no multi-byte UTF-8 sequence holds an ASCII byte.)
+    """
+    if "null" in text or "0.0000" in text:
+        return False
+    at = text.find("e-", 1)
+    while at > 0:
+        if text[at - 1] in _DIGITS:
+            return False
+        at = text.find("e-", at + 2)
+    return True
+
+
+def _pieces(value: Any, serialise: Callable[[Any], bytes]) -> dict[str, Any]:
+    """Canonical bytes of the parts verify hashes: ``prompt_spec``, ``verdict`` and each evidence item."""
+    pieces: dict[str, Any] = {}
+    if not isinstance(value, dict):
+        return pieces
+    for name in ("prompt_spec", "verdict"):
+        if name in value:
+            pieces[name] = serialise(value[name])
+    bundle = value.get("evidence_bundle")
+    if isinstance(bundle, dict) and isinstance(bundle.get("items"), list):
+        pieces["items"] = [serialise(item) for item in bundle["items"]]
+    return pieces
+
+
+def _sorted_orjson(value: Any) -> bytes:
+    return orjson.dumps(value, option=_SORTED)
+
+
+def orjson_is_canonical(value: Any, data: bytes, text: str) -> bool:
+    """Is ``data`` (``text`` encoded) the canonical form of ``value``, orjson's parse of it? True
+    only when orjson's sorted output is ``data`` byte for byte and holds nothing its fast canonical
+    form could get wrong (False: undecided, the caller's general path decides)."""
+    try:
+        return _sorted_orjson(value) == data and _plain_orjson_is_canonical(text)
+    except orjson.JSONEncodeError:
+        return False
+
+
+def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[str, Any]]:
+    """``(parsed, is canonical, pieces)``; raises ValueError when the text is not JSON.
+
+    With ``split``, ``pieces`` holds the canonical bytes of the parts verify hashes (see
+    :func:`_pieces`), so each is serialised once. Common case: orjson parses the text and writes it
+    back byte for byte, with nothing its fast canonical form could get wrong; the parts are then
+    orjson's output too (a part's output is a slice of the whole, so the same holds for it).
+    """
+    data = text.encode("utf-8")
+    try:
+        value = orjson.loads(data)
+        if _sorted_orjson(value) == data and _plain_orjson_is_canonical(text):
+            return value, True, _pieces(value, _sorted_orjson) if split else {}
+        canonical = canonical_bytes(value) == data
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, ValueError):
+        canonical = False
+    if not canonical:  # orjson reads ints beyond 64 bits as floats, refuses NaN: the standard parser decides
+        value = json.loads(text)
+        try:
+            canonical = canonical_bytes(value) == data
+        except ValueError:
+            return value, False, {}
+    return value, canonical, _pieces(value, canonical_bytes) if split and canonical else {}
+
+
+def cournot_root_hex(hex_leaves: list[str]) -> str:
+    """Cournot Merkle root (duplicate-last padding) over ``0x`` hex leaves: the same root as
+    :func:`engine.merkle.cournot_root`, which decides anything but 32-byte leaves (and raises)."""
+    level = [bytes.fromhex(value[2:]) for value in hex_leaves]
+    if not level or any(len(leaf) != 32 for leaf in level):
+        return to_hex(cournot_root(level))
+    sha256 = hashlib.sha256
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append(level[-1])
+        level = [sha256(level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return "0x" + level[0].hex()

@@ -11,7 +11,9 @@ batching policy). Per batch, in this order:
 Steps 2–3 of batch *k* run while step 1 audits the batches after it: up to ``max_in_flight``
 audited batches are committed or wait their turn (commits stay strictly in order, each after the
 one before), so the process keeps auditing during a commit round trip, and a slow database still
-slows polling down instead of piling up work.
+slows polling down instead of piling up work. A batch audited while the previous one still waits
+its turn joins it (group commit, up to ``max_commit_records``): under load the commit stage writes
+fewer, larger transactions and the audit stage does not wait for room.
 
 A crash between 2 and 3 re-delivers the batch: the dead-letter topic may get a duplicate, the
 ledger never does (idempotency keys, also for rejections). If Postgres is unavailable the same
@@ -156,7 +158,7 @@ class LedgerConsumer:
             raw_inline_limit=cfg.raw_inline_limit,
             max_message_bytes=cfg.max_message_bytes,
         )
-        self._commits = CommitChain(self._writer, cfg.max_in_flight)
+        self._commits = CommitChain(self._writer, cfg.max_in_flight, cfg.max_commit_records)
         source_client = AIOKafkaClient(
             bootstrap_servers=cfg.bootstrap, client_id=f"{cfg.client_id}-source", request_timeout_ms=10_000
         )
@@ -221,7 +223,10 @@ class LedgerConsumer:
             assert self._source is not None
             prepared, identity = await asyncio.gather(self._audit(batch), self._source.observe())
             assert self._commits is not None
-            keep = 0 if identity != self._source.identity else self._commits.depth - 1
+            same_log = identity == self._source.identity
+            if same_log and prepared.offsets and self._commits.join(prepared):
+                return  # committed with the batch that waits its turn (group commit)
+            keep = self._commits.depth - 1 if same_log else 0
             if not await self._settle(keep):
                 return  # an earlier batch was fenced: this one was audited from stale positions
             if identity != self._source.identity:

@@ -11,8 +11,8 @@ batching policy). Per batch, in this order:
 Steps 2–3 of batch *k* run while step 1 audits the batches after it: up to ``max_in_flight``
 audited batches are committed or wait their turn (commits stay strictly in order, each after the
 one before), so the process keeps auditing during a commit round trip, and a slow database still
-slows polling down instead of piling up work. A batch audited while the previous one still waits
-its turn joins it (group commit, up to ``max_commit_records``): under load the commit stage writes
+slows polling down instead of piling up work. With ``max_commit_records`` set, a batch audited while
+the previous one still waits its turn joins it (group commit): under load the commit stage writes
 fewer, larger transactions and the audit stage does not wait for room.
 
 A crash between 2 and 3 re-delivers the batch: the dead-letter topic may get a duplicate, the

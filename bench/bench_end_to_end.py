@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -400,6 +401,7 @@ def latency(
         for process in processes:
             process.wait(timeout=3600)
     sent = asyncio.run(produced_at(bootstrap, topic))
+    print(f"  latency phase: {batch_summary(log_dir, 0.0).rsplit(', wall', 1)[0]}{window_cpu(log_dir)}")
     commits = commit_times(log_dir)
     latencies = []
     for (partition, offset), produced_ns in sent.items():
@@ -442,35 +444,53 @@ def main() -> None:
     parser.add_argument(
         "--consumer-arg", action="append", default=[], help="extra ledger consume option (repeatable)"
     )
+    parser.add_argument(
+        "--keep-logs", type=Path, metavar="DIR", help="copy the consumers' JSON logs into DIR at the end"
+    )
     args = parser.parse_args()
     CONSUMER_ARGS.extend(args.consumer_arg)
     phases = set(args.phases.split(","))
     templates, source = corpus()
     with services() as (bootstrap, admin_url, where), tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         work = Path(tmp)
-        print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}")
-        print(
-            f"{where}; bundles: {source}; topic: 4 partitions; consumer {' '.join(CONSUMER_ARGS) or 'defaults'}"
-        )
-        if "1" in phases:
-            one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a"), 1, work)
-            print(f"1 consumer : {one:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
-        two = 0.0
-        if "2" in phases:
-            two = throughput(bootstrap, admin_url, records(templates, args.bundles, "b"), 2, work)
-            print(f"2 consumers: {two:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
-        if "latency" not in phases:
-            return
-        rate = args.rate or max(1.0, two / 2)
-        count = max(1, int(rate * args.latency_seconds))
-        p50, p99, worst, measured = latency(bootstrap, admin_url, records(templates, count, "c"), rate, work)
-        print(
-            f"latency at {rate:.0f} bundles/s, 2 consumers, {measured} records: "
-            f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms (produce → commit)"
-        )
-        print(
-            f"target (docs/architecture.md): >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
-        )
+        try:
+            run_phases(args, phases, templates, bootstrap, admin_url, f"{where}; bundles: {source}", work)
+        finally:
+            if args.keep_logs is not None:
+                shutil.copytree(work, args.keep_logs, dirs_exist_ok=True)
+
+
+def run_phases(
+    args: argparse.Namespace,
+    phases: set[str],
+    templates: list[dict[str, Any]],
+    bootstrap: str,
+    admin_url: str,
+    where: str,
+    work: Path,
+) -> None:
+    """The chosen phases, one after another, printing each one's figures."""
+    print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}")
+    print(f"{where}; topic: 4 partitions; consumer {' '.join(CONSUMER_ARGS) or 'defaults'}")
+    if "1" in phases:
+        one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a"), 1, work)
+        print(f"1 consumer : {one:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
+    two = 0.0
+    if "2" in phases:
+        two = throughput(bootstrap, admin_url, records(templates, args.bundles, "b"), 2, work)
+        print(f"2 consumers: {two:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
+    if "latency" not in phases:
+        return
+    rate = args.rate or max(1.0, two / 2)
+    count = max(1, int(rate * args.latency_seconds))
+    p50, p99, worst, measured = latency(bootstrap, admin_url, records(templates, count, "c"), rate, work)
+    print(
+        f"latency at {rate:.0f} bundles/s, 2 consumers, {measured} records: "
+        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms (produce → commit)"
+    )
+    print(
+        f"target (docs/architecture.md): >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
+    )
 
 
 def median_batch(work: Path) -> float:

@@ -12,7 +12,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from aiokafka import TopicPartition
@@ -33,7 +33,15 @@ from ledger.errors import (
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
 from ledger.store.source_log import SourceIdentity, SourceResolution
 
-__all__ = ["FATAL_LEDGER_ERRORS", "BatchWriter", "CommitChain", "LedgerPort", "PreparedBatch", "process_cpu"]
+__all__ = [
+    "FATAL_LEDGER_ERRORS",
+    "BatchWriter",
+    "CommitChain",
+    "LedgerPort",
+    "PreparedBatch",
+    "merged",
+    "process_cpu",
+]
 
 log = logging.getLogger("consumers.consumer")
 
@@ -81,6 +89,35 @@ class PreparedBatch:
     def rejections(self) -> list[Rejection]:
         """The refused records."""
         return [outcome for outcome in self.outcomes if isinstance(outcome, Rejection)]
+
+
+def merged(first: PreparedBatch, then: PreparedBatch) -> PreparedBatch | None:
+    """``first`` followed by ``then`` as one batch (one transaction), or None if they do not join.
+
+    They join when, for every partition in both, ``then`` starts where ``first`` ends, in the same
+    source-log incarnation: the merged advance is ``[first.from_offset, then.next_offset)``, and
+    records and outcomes keep their order. Anything else stays two batches (never a gap).
+    """
+    offsets = {(o.group, o.topic, o.partition): o for o in first.offsets}
+    for advance in then.offsets:
+        key = (advance.group, advance.topic, advance.partition)
+        before = offsets.get(key)
+        if before is None:
+            offsets[key] = advance
+            continue
+        if before.next_offset != advance.from_offset or before.incarnation != advance.incarnation:
+            return None
+        offsets[key] = replace(before, next_offset=advance.next_offset)
+    batch = {tp: list(records) for tp, records in first.batch.items()}
+    for tp, records in then.batch.items():
+        batch.setdefault(tp, []).extend(records)
+    return PreparedBatch(
+        batch,
+        [*first.outcomes, *then.outcomes],
+        list(offsets.values()),
+        first.started,
+        first.audit_seconds + then.audit_seconds,
+    )
 
 
 def batch_drafts(outcomes: Sequence[Outcome]) -> list[SubmissionDraft]:
@@ -286,13 +323,22 @@ class CommitChain:
     Each write waits for the one before it, so commits stay in hand-over order and each batch's
     ``from_offset`` is the previous batch's ``next_offset``. A batch behind a fenced (or failed)
     commit is never written: it was audited from positions that are no longer this member's.
+
+    Group commit: a batch handed over while the newest one still waits its turn joins it
+    (:func:`merged`, up to ``merge_records`` records), so a slow commit stage writes fewer, larger
+    transactions instead of queueing more of them, and the audit stage does not wait for room.
     """
 
-    def __init__(self, writer: BatchWriter, depth: int) -> None:
-        """``depth`` >= 1: how many commits may be in flight or waiting their turn."""
+    def __init__(self, writer: BatchWriter, depth: int, merge_records: int = 0) -> None:
+        """``depth`` >= 1: how many commits may be in flight or waiting their turn.
+
+        ``merge_records``: the most records a waiting batch may grow to by joining (0: never join).
+        """
         self.writer = writer
         self.depth = max(1, depth)
+        self.merge_records = merge_records
         self._tasks: deque[asyncio.Task[bool]] = deque()
+        self._waiting: list[PreparedBatch] = []  # the newest task's batch while it waits its turn
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -302,19 +348,37 @@ class CommitChain:
         """True when a new batch must wait for the oldest commit first."""
         return len(self._tasks) >= self.depth
 
+    def join(self, prepared: PreparedBatch) -> bool:
+        """Add ``prepared`` to the newest batch if that one has not started writing; False if not."""
+        if not self._waiting or not self._tasks or self._tasks[-1].done():
+            return False
+        waiting = self._waiting[0]
+        if len(waiting.outcomes) + len(prepared.outcomes) > self.merge_records:
+            return False
+        joined = merged(waiting, prepared)
+        if joined is None:
+            return False
+        self._waiting[0] = joined
+        return True
+
     def hand_over(self, prepared: PreparedBatch) -> None:
         """Queue ``prepared`` behind the commits already in flight."""
         previous = self._tasks[-1] if self._tasks else None
-        self._tasks.append(asyncio.create_task(self._write_after(previous, prepared)))
+        holder = [prepared]
+        self._waiting = holder if previous is not None else []
+        self._tasks.append(asyncio.create_task(self._write_after(previous, holder)))
 
-    async def _write_after(self, previous: asyncio.Task[bool] | None, prepared: PreparedBatch) -> bool:
+    async def _write_after(self, previous: asyncio.Task[bool] | None, holder: list[PreparedBatch]) -> bool:
         if previous is not None:
             try:
                 if not await asyncio.shield(previous):
                     return False  # the previous batch was fenced: this one is stale too, never written
             except BaseException:  # its error (or cancellation) is raised by settle(); never write after it
                 return False
-        return await self.writer.write(prepared)
+            finally:
+                if self._waiting is holder:
+                    self._waiting = []  # from here on this batch is written as it is: nothing joins it
+        return await self.writer.write(holder[0])
 
     async def settle(self, keep: int = 0) -> bool:
         """Wait for the oldest commits until at most ``keep`` remain; False if one was fenced.

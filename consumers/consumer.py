@@ -1,6 +1,7 @@
 """``ledger consume``: a consumer-group member that audits records into the ledger, batch by batch.
 
-One batch = one ``getmany``. Per batch, in this order:
+A batch is what :class:`consumers.fetch.BatchFetcher` polls (its size and linger bounds are the
+batching policy). Per batch, in this order:
 
 1. decode, validate and audit every record (in a worker thread, so heartbeats keep flowing);
 2. send the dead-letter copies of refused records and wait until the broker acknowledged them;
@@ -10,9 +11,9 @@ One batch = one ``getmany``. Per batch, in this order:
 Steps 2–3 of batch *k* run while step 1 audits the batches after it: up to ``max_in_flight``
 audited batches are committed or wait their turn (commits stay strictly in order, each after the
 one before), so the process keeps auditing during a commit round trip, and a slow database still
-slows polling down instead of piling up work. A batch is fetched until ``max_records`` or
-``max_batch_bytes``, lingering ``batch_linger_ms`` for more: a backlog drains in large batches,
-light traffic commits after one short linger.
+slows polling down instead of piling up work. With ``max_commit_records`` set, a batch audited while
+the previous one still waits its turn joins it (group commit): under load the commit stage writes
+fewer, larger transactions and the audit stage does not wait for room.
 
 A crash between 2 and 3 re-delivers the batch: the dead-letter topic may get a duplicate, the
 ledger never does (idempotency keys, also for rejections). If Postgres is unavailable the same
@@ -43,6 +44,7 @@ from aiokafka.errors import KafkaError
 from consumers.batch import BatchWriter, CommitChain, LedgerPort, PreparedBatch, process_cpu
 from consumers.consumer_config import ConsumerConfig
 from consumers.dlq import DeadLetterSender
+from consumers.fetch import BatchFetcher
 from consumers.metrics import ConsumerMetrics
 from consumers.processing import Auditor, process_batch
 from consumers.retry import BatchAbandoned, retry_until_stopped
@@ -55,10 +57,6 @@ __all__ = ["ConsumerConfig", "LedgerConsumer", "LedgerPort"]
 log = logging.getLogger("consumers.consumer")
 
 T = TypeVar("T")
-
-
-def _value_bytes(fetched: dict[TopicPartition, list[Any]]) -> int:
-    return sum(len(record.value or b"") for records in fetched.values() for record in records)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -89,9 +87,6 @@ class LedgerConsumer:
         self.metrics = metrics or ConsumerMetrics()
         self.stored: dict[TopicPartition, int] = {}  # next offset committed in Postgres, per owned partition
         self.expected: dict[TopicPartition, int] = {}  # next offset after the last batch handed to the writer
-        # Bumped around every seek: a batch fetched or audited across a seek is stale and dropped.
-        self._seek_generation = 0
-        self._batch_generation = 0
         self._fatal: Exception | None = None  # raised in a rebalance callback, re-raised by the loop
         self._source: SourceTracker | None = None  # the incarnation the stored offsets belong to
         self._stop = asyncio.Event()
@@ -101,6 +96,7 @@ class LedgerConsumer:
         self._last_activity: float | None = None
         self._last_kafka_commit = 0.0
         self._consumer: AIOKafkaConsumer | None = None
+        self._fetcher: BatchFetcher | None = None  # forms batches; tracks seeks (consumers/fetch.py)
         self._writer: BatchWriter | None = None
 
     def request_stop(self) -> None:
@@ -144,6 +140,7 @@ class LedgerConsumer:
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
             metadata_max_age_ms=30_000,
         )
+        self._fetcher = BatchFetcher(self._consumer, cfg, self.expected)
         dlq = DeadLetterSender(
             cfg.bootstrap,
             cfg.dlq_topic,
@@ -161,7 +158,7 @@ class LedgerConsumer:
             raw_inline_limit=cfg.raw_inline_limit,
             max_message_bytes=cfg.max_message_bytes,
         )
-        self._commits = CommitChain(self._writer, cfg.max_in_flight)
+        self._commits = CommitChain(self._writer, cfg.max_in_flight, cfg.max_commit_records)
         source_client = AIOKafkaClient(
             bootstrap_servers=cfg.bootstrap, client_id=f"{cfg.client_id}-source", request_timeout_ms=10_000
         )
@@ -195,12 +192,11 @@ class LedgerConsumer:
         log.info("stopped", extra={"topic": cfg.topic, "group": cfg.group_id})
 
     async def _loop(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
+        fetcher = self._fetcher
+        assert fetcher is not None
         try:
             while not self.stopping:
-                fetched = await self._fetch()
-                batch = self._positioned(fetched)
+                batch = fetcher.positioned(await fetcher.fetch(lambda: self.stopping))
                 if batch:
                     await self._audit_and_hand_over(batch)
                     self._last_activity = time.monotonic()
@@ -218,49 +214,6 @@ class LedgerConsumer:
         if self._fatal is not None:
             raise self._fatal
 
-    async def _fetch(self) -> dict[TopicPartition, list[Any]]:
-        """One batch: a poll, then more polls for up to ``batch_linger_ms`` while it is not full.
-
-        Full: ``max_records`` records or ``max_batch_bytes`` bytes of values (a soft bound: a poll's
-        records are kept whole). Records keep their per-partition order (later polls only append).
-        Small batches cost a transaction each, so lingering a few milliseconds raises throughput.
-        """
-        consumer = self._consumer
-        assert consumer is not None
-        cfg = self.config
-        generation = self._batch_generation = self._seek_generation
-        fetched: dict[TopicPartition, list[Any]] = await consumer.getmany(
-            timeout_ms=cfg.poll_timeout_ms, max_records=cfg.max_records
-        )
-        if self._seek_generation != generation:
-            return self._refetch()  # a seek happened while polling: records may come from the old position
-        count = sum(len(records) for records in fetched.values())
-        size = _value_bytes(fetched)
-        if count == 0 or count >= cfg.max_records or size >= cfg.max_batch_bytes or cfg.batch_linger_ms <= 0:
-            return fetched
-        merged = {tp: list(records) for tp, records in fetched.items()}
-        deadline = time.monotonic() + cfg.batch_linger_ms / 1000
-        while count < cfg.max_records and size < cfg.max_batch_bytes and not self.stopping:
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                break
-            more = await consumer.getmany(timeout_ms=remaining_ms, max_records=cfg.max_records - count)
-            if self._seek_generation != generation:
-                return self._refetch()  # re-sought while lingering: drop the whole batch
-            for tp, records in more.items():
-                merged.setdefault(tp, []).extend(records)
-                count += len(records)
-            size += _value_bytes(more)
-        return merged
-
-    def _refetch(self) -> dict[TopicPartition, list[Any]]:
-        """Drop what was fetched and seek back to the expected offsets, so nothing fetched is lost."""
-        assert self._consumer is not None
-        for tp in self._consumer.assignment():
-            if tp in self.expected:
-                self._consumer.seek(tp, self.expected[tp])
-        return {}
-
     async def _audit_and_hand_over(self, batch: dict[TopicPartition, list[Any]]) -> None:
         """Stage 1 for this batch, then start its commit once the previous commit has finished."""
         self._not_auditing.clear()
@@ -270,7 +223,10 @@ class LedgerConsumer:
             assert self._source is not None
             prepared, identity = await asyncio.gather(self._audit(batch), self._source.observe())
             assert self._commits is not None
-            keep = 0 if identity != self._source.identity else self._commits.depth - 1
+            same_log = identity == self._source.identity
+            if same_log and prepared.offsets and self._commits.join(prepared):
+                return  # committed with the batch that waits its turn (group commit)
+            keep = self._commits.depth - 1 if same_log else 0
             if not await self._settle(keep):
                 return  # an earlier batch was fenced: this one was audited from stale positions
             if identity != self._source.identity:
@@ -297,21 +253,6 @@ class LedgerConsumer:
         await self._reseek(list(self._consumer.assignment()))
         return False
 
-    def _positioned(self, batch: dict[TopicPartition, list[Any]]) -> dict[TopicPartition, list[Any]]:
-        """Only records at or after this member's position of partitions it has sought.
-
-        aiokafka may start fetching from Kafka's (advisory) position before the assignment
-        callback has sought to the Postgres offsets; such records are dropped and fetched again.
-        """
-        positioned = {}
-        for tp, records in batch.items():
-            expected = self.expected.get(tp)
-            if expected is not None:
-                kept = [record for record in records if record.offset >= expected]
-                if kept:
-                    positioned[tp] = kept
-        return positioned
-
     async def _audit(self, batch: dict[TopicPartition, list[Any]]) -> PreparedBatch:
         cfg = self.config
         started = time.monotonic()
@@ -328,8 +269,9 @@ class LedgerConsumer:
             inline_limit=cfg.raw_inline_limit,
             incarnation=self.incarnation or 1,
         )
-        if self._seek_generation != self._batch_generation:  # re-sought while auditing: stale batch
-            self._refetch()
+        assert self._fetcher is not None
+        if self._fetcher.stale:  # re-sought while auditing: stale batch
+            self._fetcher.refetch()
             return PreparedBatch({}, [], [], started, time.monotonic() - started)
         owned = {tp for tp in batch if tp in self.expected}  # a partition may be revoked meanwhile
         if len(owned) < len(batch):
@@ -430,11 +372,11 @@ class LedgerConsumer:
 
     async def _reseek(self, partitions: Sequence[TopicPartition]) -> None:
         """Resolve the source incarnation, then seek ``partitions`` to its offsets in Postgres."""
-        consumer, source = self._consumer, self._source
-        assert consumer is not None and source is not None
+        consumer, source, fetcher = self._consumer, self._source, self._fetcher
+        assert consumer is not None and source is not None and fetcher is not None
         if not partitions:
             return
-        self._seek_generation += 1
+        fetcher.seek_generation += 1
         previous = source.incarnation
         resolution = await source.resolve(await source.observe())
         if source.incarnation != previous:
@@ -445,7 +387,7 @@ class LedgerConsumer:
             if tp in owned:
                 self.stored[tp] = self.expected[tp] = resolution.offsets.get(tp.partition, 0)
                 consumer.seek(tp, self.stored[tp])
-        self._seek_generation += 1
+        fetcher.seek_generation += 1
 
     async def _source_changed(self, identity: SourceIdentity) -> None:
         """The broker serves another log than the one being consumed: re-resolve and re-seek all."""

@@ -25,6 +25,10 @@ class ConsumerConfig:
     """Stop filling a batch once its record values reach this many bytes."""
     max_in_flight: int = 2
     """Audited batches committing or waiting to commit while the next one is audited (>= 1)."""
+    max_commit_records: int = 0
+    """Group commit: a batch audited while the previous one still waits for its commit joins it, up
+    to this many records per transaction (0: never join, the default: no gain measured yet,
+    docs/scaling.md §1)."""
     fetch_max_wait_ms: int = 100
     max_message_bytes: int = 1_048_576
     raw_inline_limit: int = 65_536

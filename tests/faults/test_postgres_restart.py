@@ -181,6 +181,7 @@ async def test_commits_the_database_lost_under_a_running_consumer_are_consumed_a
         group_id=group,
         host="fault-test",
         max_records=10,
+        max_commit_records=0,  # one append per fetched batch: the failover counts appends
         until_idle=2.0,
         session_timeout_ms=2000,
         heartbeat_interval_ms=300,

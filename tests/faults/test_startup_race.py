@@ -3,10 +3,10 @@
 Found by ``test_sigkill_iterations.py``: after a restart, records below the stored offsets were
 missing while the offsets had moved past them. The window: aiokafka sets the assignment before it
 runs ``on_partitions_assigned``, so while ``_reseek`` loads the offsets from Postgres, the fetcher
-already delivers records from Kafka's own (earliest) position. ``_positioned`` drops those while
-the partition has no expected offset, but ``_fetch`` lingers over several ``getmany`` calls: when
-the seek lands inside that window, records fetched before it (say offsets 12..14) come back
-together with an expected offset of 0, pass ``_positioned``, and are committed as
+already delivers records from Kafka's own (earliest) position. ``BatchFetcher.positioned`` drops
+those while the partition has no expected offset, but ``BatchFetcher.fetch`` lingers over several
+``getmany`` calls: when the seek lands inside that window, records fetched before it (say offsets
+12..14) come back together with an expected offset of 0, pass ``positioned``, and are committed as
 ``OffsetAdvance(from_offset=0, next_offset=15)``: offsets 0..11 are skipped for good.
 
 Each attempt is a fresh topic and database; the race is won most of the time, so several attempts

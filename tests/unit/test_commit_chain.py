@@ -1,4 +1,5 @@
-"""CommitChain: several audited batches in flight, committed strictly in order, nothing after a fence."""
+"""CommitChain: several audited batches in flight, committed strictly in order, nothing after a fence;
+a batch audited while the newest one waits its turn joins it (group commit) only where it continues it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any, cast
 
 import pytest
 
-from consumers.batch import BatchWriter, CommitChain, PreparedBatch
+from consumers.batch import BatchWriter, CommitChain, PreparedBatch, merged
+from consumers.processing import Outcome
+from ledger.store.records import OffsetAdvance
 
 
 class RecordingWriter:
@@ -103,3 +106,94 @@ def test_a_commit_error_is_raised_and_nothing_is_written_after_it() -> None:
         return writer.events
 
     assert asyncio.run(scenario()) == ["start 1", "end 1"]
+
+
+# --- group commit: a batch audited while the newest one waits its turn joins it -------------
+
+
+def _advance(partition: int, start: int, end: int, incarnation: int | None = 1) -> OffsetAdvance:
+    return OffsetAdvance("g", "t", partition, start, end, incarnation)
+
+
+def _span(number: int, *advances: OffsetAdvance) -> PreparedBatch:
+    """Batch ``number`` with one placeholder outcome per record its advances cover."""
+    records = sum(advance.next_offset - advance.from_offset for advance in advances)
+    outcomes = [cast(Outcome, (number, index)) for index in range(records)]
+    return PreparedBatch({}, outcomes, list(advances), float(number), 0.0)
+
+
+class WrittenWriter(RecordingWriter):
+    """Also keeps every batch it was asked to write."""
+
+    def __init__(self, answers: dict[int, Any]) -> None:
+        super().__init__(answers)
+        self.written: list[PreparedBatch] = []
+
+    async def write(self, prepared: PreparedBatch) -> bool:
+        self.written.append(prepared)
+        return await super().write(prepared)
+
+
+def test_a_batch_joins_the_one_waiting_its_turn_and_they_commit_as_one() -> None:
+    async def scenario() -> tuple[bool, list[str], list[PreparedBatch]]:
+        writer = WrittenWriter({})
+        chain = CommitChain(cast(BatchWriter, writer), depth=2, merge_records=100)
+        chain.hand_over(_span(1, _advance(0, 0, 5)))
+        chain.hand_over(_span(2, _advance(0, 5, 8)))
+        await asyncio.sleep(0.01)
+        joined = chain.join(_span(3, _advance(0, 8, 10), _advance(1, 0, 4)))
+        assert len(chain) == 2
+        opener = asyncio.create_task(_open_all(writer, [1, 2]))
+        assert await chain.settle()
+        await opener
+        return joined, writer.events, writer.written
+
+    joined, events, written = asyncio.run(scenario())
+    assert joined
+    assert events == ["start 1", "end 1", "start 2", "end 2"]
+    second = written[1]
+    assert second.offsets == [_advance(0, 5, 10), _advance(1, 0, 4)]
+    assert list(map(tuple, cast(list[Any], second.outcomes))) == [(2, i) for i in range(3)] + [
+        (3, i) for i in range(6)
+    ]
+
+
+def test_nothing_joins_a_batch_that_already_writes_or_would_grow_too_large() -> None:
+    async def scenario() -> tuple[bool, bool, bool]:
+        writer = WrittenWriter({})
+        chain = CommitChain(cast(BatchWriter, writer), depth=2, merge_records=6)
+        chain.hand_over(_span(1, _advance(0, 0, 5)))
+        await asyncio.sleep(0.01)
+        writing = chain.join(_span(2, _advance(0, 5, 6)))  # batch 1 has started writing
+        chain.hand_over(_span(2, _advance(0, 5, 9)))
+        too_large = chain.join(_span(3, _advance(0, 9, 12)))  # 4 + 3 > 6
+        fits = chain.join(_span(3, _advance(0, 9, 11)))  # 4 + 2 <= 6
+        opener = asyncio.create_task(_open_all(writer, [1, 2]))
+        await chain.settle()
+        await opener
+        return writing, too_large, fits
+
+    assert asyncio.run(scenario()) == (False, False, True)
+
+
+def test_batches_that_do_not_continue_each_other_are_never_merged() -> None:
+    first = _span(1, _advance(0, 0, 5))
+    assert merged(first, _span(2, _advance(0, 6, 8))) is None  # a gap: offset 5 would be skipped
+    assert merged(first, _span(2, _advance(0, 4, 8))) is None  # an overlap
+    assert merged(first, _span(2, _advance(0, 5, 8, incarnation=2))) is None  # another source log
+    joined = merged(first, _span(2, _advance(0, 5, 8)))
+    assert joined is not None and joined.offsets == [_advance(0, 0, 8)]
+
+
+def test_a_batch_joined_behind_a_fenced_one_is_never_written() -> None:
+    async def scenario() -> tuple[bool, bool, list[str]]:
+        writer = WrittenWriter({1: False})
+        chain = CommitChain(cast(BatchWriter, writer), depth=2, merge_records=100)
+        chain.hand_over(_span(1, _advance(0, 0, 5)))
+        chain.hand_over(_span(2, _advance(0, 5, 8)))
+        joined = chain.join(_span(3, _advance(0, 8, 9)))
+        writer.release.setdefault(1, asyncio.Event()).set()
+        ok = await chain.settle()
+        return joined, ok, writer.events
+
+    assert asyncio.run(scenario()) == (True, False, ["start 1", "end 1"])

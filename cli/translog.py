@@ -195,14 +195,23 @@ def run_checkpoint(args: argparse.Namespace) -> int:
         private_key = load_private_key(Path(key_path))
         with _engine() as engine:
             stored = create_checkpoint(engine, private_key, origin=args.origin)
+    except (SigningKeyError, CheckpointError, LedgerError, OSError) as exc:
+        return _error("checkpoint", exc, _status_of(exc))
+    try:
         if args.out is not None:
             written = export_to_file(stored.note, args.out, overwrite=args.force)
             print(f"written to {written}", file=sys.stderr)
         if args.topic:
             export_to_topic([(stored.origin, stored.note)], args.topic, args.bootstrap)
             print(f"published to topic {args.topic}", file=sys.stderr)
-    except (SigningKeyError, CheckpointError, LedgerError, OSError) as exc:
-        return _error("checkpoint", exc, _status_of(exc))
+    except (CheckpointError, LedgerError, OSError) as exc:
+        # The checkpoint is already stored: say so, so nobody signs again believing nothing happened.
+        return _error(
+            "checkpoint",
+            f"checkpoint {stored.checkpoint_id} (tree size {stored.tree_size}) is stored, but exporting it "
+            f"failed: {exc}; `ledger export-log` writes the stored checkpoints again",
+            _status_of(exc),
+        )
     print(
         f"checkpoint {stored.checkpoint_id}: tree size {stored.tree_size}, root 0x{stored.root_hash.hex()}",
         file=sys.stderr,

@@ -192,6 +192,25 @@ def test_checkpoint_out_refuses_an_existing_file_before_signing_unless_forced(
     assert target.read_text() != first and target.read_text().split("\n")[1] == str(ledger_store.max_seq())
 
 
+def test_checkpoint_whose_export_fails_says_it_was_stored_and_how_to_export_it_again(
+    env: Path,
+    ledger_store: LedgerStore,
+    migrated_database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _append(ledger_store, ["full1"])
+    # /dev/full accepts the open and fails every write (ENOSPC), after the checkpoint was signed and stored
+    assert main(["checkpoint", "--out", "/dev/full", "--force"]) == 2
+    err = capsys.readouterr().err
+    assert _checkpoint_count(migrated_database_url) == 1
+    assert "is stored, but exporting it failed" in err and "No space left" in err
+    assert "ledger export-log" in err
+    out = tmp_path / "exported"
+    assert main(["export-log", "--out", str(out)]) == 0
+    assert len(list((out / "checkpoints").glob("*.note"))) == 1
+
+
 def test_verify_log_warns_about_unchecked_signatures_only_when_a_checkpoint_exists(
     env: Path, ledger_store: LedgerStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,11 +19,13 @@ replay one page while the next is read.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
+from multiprocessing.context import BaseContext
 from typing import Any, Literal
 
 import orjson
@@ -46,7 +48,7 @@ from ledger.store.drafts import payload_entries, submission_draft
 from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
-__all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay"]
+__all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay", "worker_context"]
 
 ReplayStatus = Literal["identical", "diverged", "version_drift", "error"]
 MAX_RESULTS = 1000
@@ -324,9 +326,7 @@ def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Itera
             for case in page:
                 yield replay_case(case, live)
         return
-    context = get_context("forkserver")
-    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=worker_context()) as pool:
         pending: list[_Chunk] | None = None
         for page in pages:
             size = max(1, len(page) // (jobs * 4))
@@ -341,6 +341,17 @@ def _replayed(pages: Iterable[list[ReplayCase]], live: bool, jobs: int) -> Itera
             pending = submitted
         if pending is not None:
             yield from _collected(pending, live)
+
+
+def worker_context() -> BaseContext:
+    """How replay's workers start: forked when ``fork`` exists and no other thread runs (at once,
+    with the engine already imported; a thread could hold a lock at the fork that a child would
+    wait on forever), else from a fork server that imports this module once (about a second)."""
+    if "fork" in get_all_start_methods() and threading.active_count() == 1:
+        return get_context("fork")
+    context = get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # imported once by the server, not by every worker
+    return context
 
 
 @dataclass(frozen=True)

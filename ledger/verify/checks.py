@@ -94,7 +94,7 @@ def _header_text(group: SubmissionGroup) -> tuple[str, dict[str, Any]] | None:
         value = orjson.loads(data)
     except (orjson.JSONDecodeError, UnicodeEncodeError):
         return None
-    if not isinstance(value, dict) or not orjson_is_canonical(value, data, group.input_hashes_canonical):
+    if not isinstance(value, dict) or not orjson_is_canonical(value, data):
         return None
     bundle, key, market, status = group.bundle_id, group.idempotency_key, group.market_id, group.status
     fields = [key, status] + [text for text in (bundle, market) if text is not None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,25 @@ def test_payloads_with_a_null_inside_an_object_are_not_canonical() -> None:
     assert parse_canonical('{"x":1e-5}')[1] is False
     assert parse_canonical('{"x":1e-05}')[1] is True
     assert parse_canonical('{"b":1,"a":2}')[1] is False
+
+
+def test_strings_and_floats_that_only_look_like_orjson_spellings_are_canonical() -> None:
+    # the fast path judges the parsed values, not substrings of the text: these are canonical
+    assert parse_canonical('{"a":"null 0.00001 1e-5","b":10.00001,"c":1e+16}')[1] is True
+    assert parse_canonical('{"x":0.00001}')[1] is False  # orjson's spelling of 1e-05
+    assert parse_canonical('{"x":[1,{"y":1e-7}]}')[1] is False  # and of 1e-07, at any depth
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_parse_canonical_of_orjson_output_agrees_with_the_reference(value: Any) -> None:
+    """orjson's sorted output (which may spell nulls and small floats unlike the canonical form) is
+    judged canonical exactly when it is the canonical text of what it parses to."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except (TypeError, orjson.JSONEncodeError):  # ints beyond 64 bits: orjson writes no text to judge
+        return
+    assert parse_canonical(text)[1] is (canonical_text(json.loads(text)) == text)
 
 
 PRESENT = VALUES.filter(lambda value: value is not None)  # a None member is dropped, not a part

@@ -15,11 +15,10 @@ decisive or when every claim still leads to the same event outcome.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any
 
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.checks import passed as check_passed
@@ -32,14 +31,8 @@ __all__ = ["ContradictionChecker", "relative_spread"]
 CHECKED_KINDS = ("numeric", "boolean")
 
 
-_ZERO: Final = Fraction(0)
-
-
 def relative_spread(low: int | float, high: int | float) -> Fraction:
     """``(high - low) / max(|low|, |high|)`` exactly; 0 when both are 0."""
-    kind = type(low)
-    if (kind is int or (kind is float and math.isfinite(low))) and low == high:
-        return _ZERO  # equal values (the common case: sources agree) spread by exactly 0; Fractions are immutable
     low_exact, high_exact = Fraction(low), Fraction(high)
     scale = max(abs(low_exact), abs(high_exact))
     return Fraction(0) if scale == 0 else (high_exact - low_exact) / scale

@@ -40,6 +40,7 @@ from ledger.store.drafts import submission_draft  # noqa: E402
 STAGES = ("decode", "audit", "draft", "prepare")
 # As the consumer's audit_envelope does; a tree from before the decoder kept the bytes has no such argument.
 CARRIES_SPEC = "prompt_spec_canonical" in inspect.signature(run_pipeline).parameters
+CARRIES_ITEMS = "evidence_items_canonical" in inspect.signature(run_pipeline).parameters
 
 
 def one_round(values: list[bytes]) -> dict[str, float]:
@@ -54,6 +55,8 @@ def one_round(values: list[bytes]) -> dict[str, float]:
         carried: dict[str, Any] = (
             {"prompt_spec_canonical": decoded.prompt_spec_canonical} if CARRIES_SPEC else {}
         )
+        if CARRIES_ITEMS:
+            carried["evidence_items_canonical"] = decoded.evidence_items_canonical
         result = run_pipeline(envelope.prompt_spec, envelope.evidence_bundle, **carried)
         t2 = clock()
         draft = submission_draft(decoded, result, None)

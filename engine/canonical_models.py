@@ -21,7 +21,7 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
-__all__ = ["json_ready", "model_bytes"]
+__all__ = ["json_ready", "model_bytes", "ready_dump", "ready_dump_bytes"]
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
 
@@ -64,13 +64,26 @@ def json_ready(value: Any) -> bool:
     return False
 
 
-def model_bytes(model: BaseModel) -> bytes | None:
-    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure."""
+def ready_dump(model: BaseModel) -> dict[str, Any] | None:
+    """``model``'s ``exclude_none`` python dump when :func:`json_ready` holds for it, else ``None``."""
     try:
         dumped = model.model_dump(mode="python", by_alias=True, exclude_none=True)
-        if not json_ready(dumped):
-            return None
-        return orjson.dumps(dumped, option=_OPTIONS)
-    except Exception:  # any refusal (big int, surrogate, deep nesting, a failing serializer) is
-        # for the reference path to decide and report, exactly as it did before this path existed.
+        return dumped if json_ready(dumped) else None
+    except Exception:  # any refusal (a failing serializer, deep nesting) is for the reference
+        # path to decide and report, exactly as it did before this path existed.
         return None
+
+
+def ready_dump_bytes(dumped: Any) -> bytes | None:
+    """Canonical bytes of a value :func:`ready_dump` returned (or of any part of one), or ``None``
+    when orjson refuses it (an int beyond 64 bits, a lone surrogate, deep nesting)."""
+    try:
+        return orjson.dumps(dumped, option=_OPTIONS)
+    except Exception:  # any refusal is for the reference path to decide and report
+        return None
+
+
+def model_bytes(model: BaseModel) -> bytes | None:
+    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure."""
+    dumped = ready_dump(model)
+    return None if dumped is None else ready_dump_bytes(dumped)

@@ -29,18 +29,23 @@ from engine.canonical import (
     plain_data,
     to_hex,
 )
+from engine.canonical_models import ready_dump, ready_dump_bytes
 from engine.merkle.cournot import compute_por_root, cournot_root
 from engine.schemas import (
     DeterministicVerdict,
     EvidenceBundle,
+    EvidenceItem,
     PoRRoots,
     PromptSpec,
+    Provenance,
     ReasoningStep,
     ReasoningTrace,
 )
 
 __all__ = [
     "InputCommitments",
+    "ItemCanonical",
+    "bundle_canonical",
     "commit_inputs",
     "compute_roots",
     "evidence_leaf_hashes",
@@ -206,6 +211,67 @@ def evidence_root(bundle: EvidenceBundle) -> tuple[str, int]:
     return to_hex(cournot_root(leaves)), len(leaves)
 
 
+class ItemCanonical:
+    """Each evidence item's canonical bytes, bound to the very item objects they were made from.
+
+    Made by :func:`bundle_canonical` (the envelope decoder) from the one dump that gives the
+    bundle's bytes, so :func:`commit_inputs` need not dump and canonicalise every item again for
+    ``evidence_root``. :meth:`preimages_for` hands the bytes out only for a bundle whose ``items``
+    are these same objects (``is``), in the same order; any other bundle (a copy, a swapped, added
+    or removed item) gets None and its items are canonicalised as before (fail closed). The items
+    are held, so their identities cannot be reused. What identity cannot see is a value changed in
+    place inside an item after decoding: the limit ``prompt_spec_canonical`` has too; the decoder's
+    callers hand the decoded envelope straight to the pipeline.
+    """
+
+    __slots__ = ("_items", "_preimages")
+
+    def __init__(self, items: Sequence[EvidenceItem], preimages: Sequence[bytes]) -> None:
+        if len(items) != len(preimages):
+            raise ValueError(f"{len(preimages)} item preimages for {len(items)} items")
+        self._items = tuple(items)
+        self._preimages = tuple(preimages)
+
+    def preimages_for(self, bundle: EvidenceBundle) -> tuple[bytes, ...] | None:
+        """The items' canonical bytes when ``bundle.items`` are the very objects they were made from."""
+        items = bundle.items
+        if type(items) is not list or len(items) != len(self._items):
+            return None
+        for mine, theirs in zip(self._items, items, strict=True):
+            if mine is not theirs:
+                return None
+        return self._preimages
+
+
+def _exact_items(bundle: EvidenceBundle) -> bool:
+    """Whether the bundle, its items and their provenance are exactly the declared models.
+
+    Only then is an item's part of the bundle's dump its own dump (a subclass is dumped by the
+    declared schema inside the bundle, by its own alone)."""
+    if type(bundle) is not EvidenceBundle or type(bundle.items) is not list:
+        return False
+    return all(type(item) is EvidenceItem and type(item.provenance) is Provenance for item in bundle.items)
+
+
+def bundle_canonical(bundle: EvidenceBundle) -> tuple[bytes, ItemCanonical | None]:
+    """``canonical_bytes(bundle)`` and, from the same dump, each item's ``canonical_bytes(item)``.
+
+    The items' bytes come only from the fast path (an exact bundle whose dump orjson writes in
+    canonical form); otherwise they are None and the bundle's bytes are :func:`canonical_bytes`'s.
+    Property-tested equal to canonicalising each item alone.
+    """
+    if _exact_items(bundle):
+        dumped = ready_dump(bundle)
+        whole = None if dumped is None else ready_dump_bytes(dumped)
+        if dumped is not None and whole is not None:
+            parts = [ready_dump_bytes(item) for item in dumped["items"]]
+            exact = [part for part in parts if part is not None]
+            if len(exact) == len(bundle.items):
+                return whole, ItemCanonical(bundle.items, exact)
+            return whole, None
+    return canonical_bytes(bundle), None
+
+
 def reasoning_leaf_hashes(steps: Sequence[ReasoningStep]) -> list[bytes]:
     """One leaf per step: the raw bytes of its step hash."""
     return [from_hex(step_hash(step)) for step in steps]
@@ -252,12 +318,15 @@ def commit_inputs(
     *,
     preimages: Sequence[bytes] | None = None,
     prompt_spec_canonical: bytes = b"",
+    evidence_items: ItemCanonical | None = None,
 ) -> InputCommitments:
     """Hash the prompt spec, every evidence item and every step exactly once.
 
     ``preimages`` are the steps' canonical bytes when the caller already has them (the auditor
     makes them as it builds the steps: ``AuditorAgent.audit_committed``); one per step.
-    ``prompt_spec_canonical`` likewise for the prompt spec (the envelope decoder makes them).
+    ``prompt_spec_canonical`` likewise for the prompt spec, and ``evidence_items`` for the
+    evidence items (the envelope decoder makes both; the items' bytes are used only for the very
+    items they were made from, see :class:`ItemCanonical`).
     """
     if preimages is None:
         preimages = step_preimages(trace.steps)[1]
@@ -265,7 +334,12 @@ def commit_inputs(
         raise ValueError(f"{len(preimages)} step preimages for {len(trace.steps)} steps")
     hashes, reasoning = step_commitments(preimages)
     spec_bytes = prompt_spec_canonical or canonical_bytes(prompt_spec)
-    ev_root, ev_count = evidence_root(bundle)
+    item_bytes = None if evidence_items is None else evidence_items.preimages_for(bundle)
+    if item_bytes is None:
+        ev_root, ev_count = evidence_root(bundle)
+    else:
+        leaves = [hashlib.sha256(item).digest() for item in item_bytes]
+        ev_root, ev_count = to_hex(cournot_root(leaves)), len(leaves)
     return InputCommitments(
         prompt_spec_hash="0x" + hashlib.sha256(spec_bytes).hexdigest(),
         evidence_root=ev_root,

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from engine.canonical import CanonicalizationError, canonical_bytes, hash_canonical, sha256, to_hex
+from engine.commitments import ItemCanonical, bundle_canonical
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.limits import (
     MAX_EVENT_ID_BYTES,
@@ -210,6 +211,8 @@ class DecodedEnvelope:
     ``prompt_spec_canonical`` and ``evidence_bundle_canonical`` are the canonical bytes the inputs
     hash was computed over (its preimage is ``{"evidence_bundle":<bundle>,"prompt_spec":<spec>}``),
     kept so the ledger need not canonicalise the inputs again; empty when not computed.
+    ``evidence_items_canonical``: each evidence item's canonical bytes, made from the same dump,
+    bound to this envelope's item objects (for ``run_pipeline``'s ``evidence_root``); None when not made.
     """
 
     envelope: Envelope
@@ -217,6 +220,7 @@ class DecodedEnvelope:
     inputs_hash: str
     prompt_spec_canonical: bytes = b""
     evidence_bundle_canonical: bytes = b""
+    evidence_items_canonical: ItemCanonical | None = None
 
     @property
     def market_id(self) -> str:
@@ -267,19 +271,20 @@ def inputs_preimage(prompt_spec_canonical: bytes, evidence_bundle_canonical: byt
     )
 
 
-def _canonical_inputs(envelope: Envelope) -> tuple[str, bytes, bytes]:
-    """``(inputs hash, prompt spec bytes, evidence bundle bytes)``, each member canonicalised once.
+def _canonical_inputs(envelope: Envelope) -> tuple[str, bytes, bytes, ItemCanonical | None]:
+    """``(inputs hash, prompt spec bytes, evidence bundle bytes, item bytes)``, each member canonicalised
+    once (the items' bytes come from the bundle's dump, see :func:`engine.commitments.bundle_canonical`).
 
     A member that cannot be canonicalised is re-run through :func:`inputs_hash`, so the error (and
     its JSON path) is the one the pair gives.
     """
     try:
         spec = canonical_bytes(envelope.prompt_spec)
-        bundle = canonical_bytes(envelope.evidence_bundle)
+        bundle, items = bundle_canonical(envelope.evidence_bundle)
     except CanonicalizationError:
         inputs_hash(envelope)
         raise
-    return to_hex(sha256(inputs_preimage(spec, bundle))), spec, bundle
+    return to_hex(sha256(inputs_preimage(spec, bundle))), spec, bundle, items
 
 
 def idempotency_key(envelope: Envelope, digest: str | None = None) -> str:
@@ -419,10 +424,10 @@ def validate_envelope(document: Any, raw: bytes | None = None) -> DecodedEnvelop
     check_storable_ids(envelope)
     check_consistency(envelope)
     try:
-        digest, spec, bundle = _canonical_inputs(envelope)
+        digest, spec, bundle, items = _canonical_inputs(envelope)
     except CanonicalizationError as exc:
         raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
-    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest, spec, bundle)
+    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest, spec, bundle, items)
 
 
 def decode_envelope(

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from engine.auditor import AuditorAgent
 from engine.canonical import dumps_canonical
-from engine.commitments import commit_inputs, compute_roots
+from engine.commitments import ItemCanonical, commit_inputs, compute_roots
 from engine.judge import JudgeAgent, locate_evaluation_variables
 from engine.schemas import (
     DeterministicVerdict,
@@ -91,12 +91,16 @@ def run_pipeline(
     auditor: Auditor | None = None,
     judge: Judge | None = None,
     prompt_spec_canonical: bytes = b"",
+    evidence_items_canonical: ItemCanonical | None = None,
 ) -> PipelineResult:
     """Audit, judge and commit. Defaults: ``AuditorAgent()`` and ``JudgeAgent()``.
 
     ``prompt_spec_canonical``: the prompt spec's canonical bytes when the caller already made them
     from this very ``prompt_spec`` (the envelope decoder does); they become the preimage of
     ``prompt_spec_hash``. Replay passes the bytes its own decoder made from the stored inputs.
+    ``evidence_items_canonical``: the evidence items' canonical bytes the decoder made
+    (``DecodedEnvelope.evidence_items_canonical``), used for ``evidence_root`` only when bound to
+    these very item objects (:class:`engine.commitments.ItemCanonical`); else the items are hashed here.
     """
     if auditor is None:
         auditor = AuditorAgent()
@@ -106,11 +110,22 @@ def run_pipeline(
         # The steps' canonical bytes come with the audit, made as the steps were built.
         trace, audit_verification, _, preimages = auditor.audit_committed(prompt_spec, evidence)
         inputs = commit_inputs(
-            prompt_spec, evidence, trace, preimages=preimages, prompt_spec_canonical=prompt_spec_canonical
+            prompt_spec,
+            evidence,
+            trace,
+            preimages=preimages,
+            prompt_spec_canonical=prompt_spec_canonical,
+            evidence_items=evidence_items_canonical,
         )
     else:
         trace, audit_verification = auditor.audit(prompt_spec, evidence)
-        inputs = commit_inputs(prompt_spec, evidence, trace, prompt_spec_canonical=prompt_spec_canonical)
+        inputs = commit_inputs(
+            prompt_spec,
+            evidence,
+            trace,
+            prompt_spec_canonical=prompt_spec_canonical,
+            evidence_items=evidence_items_canonical,
+        )
     if isinstance(judge, JudgeAgent):
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
     else:

@@ -134,6 +134,7 @@ def _pipeline(decoded: DecodedEnvelope) -> PipelineResult:
         auditor=_AUDITOR,
         judge=_JUDGE,
         prompt_spec_canonical=decoded.prompt_spec_canonical,
+        evidence_items_canonical=decoded.evidence_items_canonical,
     )
 
 

@@ -200,7 +200,10 @@ def audit_envelope(decoded: DecodedEnvelope, operational: OperationalInfo | None
     """Run Auditor and Judge on the envelope's inputs and return the submission draft."""
     envelope = decoded.envelope
     result = run_pipeline(
-        envelope.prompt_spec, envelope.evidence_bundle, prompt_spec_canonical=decoded.prompt_spec_canonical
+        envelope.prompt_spec,
+        envelope.evidence_bundle,
+        prompt_spec_canonical=decoded.prompt_spec_canonical,
+        evidence_items_canonical=decoded.evidence_items_canonical,
     )
     return submission_draft(decoded, result, operational)
 

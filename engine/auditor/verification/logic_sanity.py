@@ -360,12 +360,37 @@ def _eligibility(items: Sequence[ItemAssessment]) -> CheckResult:
     return check_warning("sanity.eligibility", message, {"excluded": excluded, "usable": usable})
 
 
+_Recipe = tuple[tuple[str, str, str, dict[str, Any]], tuple[str, str, str, dict[str, Any]]]
+
+
 def _event_checks(event: EventSpec) -> list[CheckResult]:
     """The threshold and comparator checks, built fresh from the event's cached recipe."""
     return [
         _make(severity, check_id, message, dict(details))
-        for severity, check_id, message, details in _event_recipe(event, _value_type(event))
+        for severity, check_id, message, details in _recipe_of(event)
     ]
+
+
+_RECIPES_BY_EVENT: dict[int, tuple[EventSpec, _Recipe]] = {}
+_RECIPES_BY_EVENT_LIMIT: Final = 1024
+
+
+def _recipe_of(event: EventSpec) -> _Recipe:
+    """:func:`_event_recipe` of ``event``, found by identity first.
+
+    ``derive_event_spec`` hands the bundles of one market the same (cached, immutable) event
+    object, and hashing it for the value-keyed cache costs more than the rest of the lookup. An
+    entry holds its event, so the ``id`` cannot be reused while the entry lives; any other object
+    takes the value-keyed path.
+    """
+    found = _RECIPES_BY_EVENT.get(id(event))
+    if found is not None and found[0] is event:
+        return found[1]
+    recipe = _event_recipe(event, _value_type(event))
+    if len(_RECIPES_BY_EVENT) >= _RECIPES_BY_EVENT_LIMIT:
+        _RECIPES_BY_EVENT.clear()
+    _RECIPES_BY_EVENT[id(event)] = (event, recipe)
+    return recipe
 
 
 def _value_type(event: EventSpec) -> str:
@@ -381,9 +406,6 @@ def _make(severity: str, check_id: str, message: str, details: dict[str, Any]) -
     if severity == "failed":
         return check_failed(check_id, message, details)
     raise KeyError(severity)
-
-
-_Recipe = tuple[tuple[str, str, str, dict[str, Any]], tuple[str, str, str, dict[str, Any]]]
 
 
 @lru_cache(maxsize=1024)

@@ -30,6 +30,7 @@ from ledger.store.hashing import (
     step_hash,
     submission_header,
     submission_id_for,
+    submission_id_spliced,
     trace_step_text,
 )
 from ledger.store.records import (
@@ -139,9 +140,15 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         status=draft.status,
     )
     try:
-        submission_id = submission_id_for(header)
-    except CanonicalizationError as exc:
-        raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
+        inputs_text: str | None = canonical_text(draft.input_hashes)
+    except CanonicalizationError:  # not kept: submission_id_for below raises it with the header's path
+        inputs_text = None
+    submission_id = submission_id_spliced(header, inputs_text) if inputs_text is not None else None
+    if submission_id is None:
+        try:
+            submission_id = submission_id_for(header)
+        except CanonicalizationError as exc:
+            raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
     version = draft.engine_version
     drafts = draft.entries
     texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(drafts)]
@@ -168,7 +175,9 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         draft=draft,
         submission_id=submission_id,
         header=header,
-        input_hashes_canonical=_canonical(draft.input_hashes, "input_hashes"),
+        input_hashes_canonical=inputs_text
+        if inputs_text is not None
+        else _canonical(draft.input_hashes, "input_hashes"),
         entries=entries,
         step_rows=tuple(step_rows),
         copy_rows=_copy_rows(submission_id, version, entries, step_rows),

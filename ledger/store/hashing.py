@@ -49,6 +49,7 @@ __all__ = [
     "step_hash",
     "submission_header",
     "submission_id_for",
+    "submission_id_spliced",
     "text_sha256",
     "trace_step_text",
 ]
@@ -90,6 +91,40 @@ def submission_header(
 def submission_id_for(header: Mapping[str, Any]) -> str:
     """``to_hex(hash_canonical(header))``: the stream id of the submission's hash chain."""
     return to_hex(hash_canonical(dict(header)))
+
+
+_HEADER_STRINGS = ("bundle_id", "idempotency_key", "market_id", "status")
+_HEADER_KEYS = frozenset({*_HEADER_STRINGS, "input_hashes"})
+
+
+def submission_id_spliced(header: Mapping[str, Any], input_hashes_canonical: str) -> str | None:
+    """:func:`submission_id_for` of ``header``, its text put together directly; None unless plain.
+
+    ``input_hashes_canonical`` must be ``canonical_text(header["input_hashes"])`` (the append has
+    made it for the submission row): the canonical text of the header is its members in code-point
+    key order (``bundle_id``, ``idempotency_key``, ``input_hashes``, ``market_id``, ``status``),
+    None dropped, each string between quotes when it is ASCII and needs no escaping. Any other
+    value (a non-ASCII or escaped string, a non-string, another key) gets None: use
+    :func:`submission_id_for`.
+    """
+    if type(header) is not dict or header.keys() != _HEADER_KEYS:
+        return None
+    values = [header[key] for key in _HEADER_STRINGS]
+    present = [value for value in values if value is not None]
+    if any(type(value) is not str for value in present):
+        return None
+    joined = "".join(present)
+    if not joined.isascii() or _NEEDS_ESCAPE.search(joined) is not None:
+        return None
+    bundle, key, market, status = values
+    members = [
+        f'"bundle_id":"{bundle}"' if bundle is not None else None,
+        f'"idempotency_key":"{key}"' if key is not None else None,
+        f'"input_hashes":{input_hashes_canonical}',
+        f'"market_id":"{market}"' if market is not None else None,
+        f'"status":"{status}"' if status is not None else None,
+    ]
+    return text_sha256("{" + ",".join(member for member in members if member is not None) + "}")
 
 
 def entry_hash_reference(

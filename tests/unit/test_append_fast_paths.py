@@ -22,6 +22,9 @@ from ledger.store.hashing import (
     entry_hash_reference,
     payload_hash,
     step_hash,
+    submission_header,
+    submission_id_for,
+    submission_id_spliced,
     trace_step_text,
 )
 from ledger.store.payloads import trace_step_entry
@@ -94,6 +97,53 @@ def test_chain_links_are_the_entry_hash_definition_with_the_raw_digest(version: 
         prev = current
     assert [seq for seq, *_ in chain] == [4, 5, 6]
     assert chain_hashes(STREAM, links, start_seq=4, prev_hash=HASH) == [link[:3] for link in chain]
+
+
+def _header(**changes: Any) -> dict[str, Any]:
+    fields = {"idempotency_key": "k-1", "market_id": "m-1", "bundle_id": "b-1", "status": "audited"}
+    return submission_header(input_hashes={"raw_sha256": HASH, "n": [1, "ü"]}, **{**fields, **changes})
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"market_id": None}, {"bundle_id": None, "market_id": None}, {"idempotency_key": "a:b/c 1"}],
+)
+def test_the_spliced_submission_id_is_the_definition(changes: dict[str, Any]) -> None:
+    header = _header(**changes)
+    assert submission_id_spliced(header, canonical_text(header["input_hashes"])) == submission_id_for(header)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"idempotency_key": "kü"},
+        {"market_id": 'm"1'},
+        {"bundle_id": "b\\1"},
+        {"status": "a\nb"},
+        {"market_id": 7},
+    ],
+)
+def test_the_spliced_submission_id_leaves_other_values_to_the_canonicaliser(changes: dict[str, Any]) -> None:
+    header = _header(**changes)
+    assert submission_id_spliced(header, canonical_text(header["input_hashes"])) is None
+    assert submission_id_spliced({**_header(), "extra": 1}, "{}") is None
+
+
+@given(key=_TEXT, market=st.one_of(st.none(), _TEXT), bundle=st.one_of(st.none(), _TEXT))
+@settings(max_examples=200, deadline=None)
+def test_the_spliced_submission_id_never_differs(key: str, market: str | None, bundle: str | None) -> None:
+    header = _header(idempotency_key=key, market_id=market, bundle_id=bundle)
+    spliced = submission_id_spliced(header, canonical_text(header["input_hashes"]))
+    assert spliced is None or spliced == submission_id_for(header)
+
+
+def test_prepare_reports_bad_input_hashes_under_the_header() -> None:
+    draft = dataclasses.replace(
+        _draft([EntryDraft("audit.completed", {})], []), input_hashes={"x": float("nan")}
+    )
+    with pytest.raises(InvalidDraftError) as caught:
+        prepare(draft)
+    assert caught.value.field_path == "header.input_hashes.x"
 
 
 def _stored(**changes: Any) -> StoredEntry:

@@ -140,8 +140,8 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         status=draft.status,
     )
     try:
-        inputs_text: str | None = canonical_text(draft.input_hashes)
-    except CanonicalizationError:  # not kept: submission_id_for below raises it with the header's path
+        inputs_text: str | None = _canonical(draft.input_hashes, "input_hashes")
+    except InvalidDraftError:  # not kept: submission_id_for below raises it with the header's path
         inputs_text = None
     submission_id = submission_id_spliced(header, inputs_text) if inputs_text is not None else None
     if submission_id is None:

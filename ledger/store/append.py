@@ -19,15 +19,19 @@ from typing import Any, NamedTuple
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
+from engine.merkle.rfc6962 import leaf_hash
 from ledger.errors import InvalidDraftError, StaleOffsetError
 from ledger.store.hashing import (
     CanonicalText,
     canonical_text,
     chain_hashes,
+    chain_links,
     payload_hash,
     step_hash,
     submission_header,
     submission_id_for,
+    submission_id_spliced,
+    trace_step_text,
 )
 from ledger.store.records import (
     ENTRY_WRITE_COLUMNS,
@@ -42,10 +46,10 @@ from ledger.store.records import (
     StoredEntry,
     StreamAppendResult,
     SubmissionDraft,
+    new_stored_entry,
     select_entries,
     stored_entry,
 )
-from ledger.translog.leaves import entry_leaf_hash
 from ledger.translog.tree import append_entries_to_tree, extend_tree
 
 NOTIFY_CHANNEL = "ledger_entries"
@@ -87,18 +91,10 @@ class PreparedSubmission:
     def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
         """The entries as they are stored when the first gets ``first_seq``."""
         version = self.draft.engine_version
+        submission_id = self.submission_id
         return tuple(
-            StoredEntry(
-                first_seq + i,
-                self.submission_id,
-                e.stream_seq,
-                e.kind,
-                e.payload_hash,
-                e.prev_hash,
-                e.entry_hash,
-                version,
-            )
-            for i, e in enumerate(self.entries)
+            new_stored_entry(first_seq + i, submission_id, seq, kind, digest, prev, current, version)
+            for i, (seq, kind, _, digest, prev, current) in enumerate(self.entries)
         )
 
 
@@ -119,12 +115,16 @@ def _entry_canonical(entry: EntryDraft, where: str) -> str:
     Trusted: a :class:`~ledger.store.hashing.CanonicalText` still attached to the dict it was made
     from (see there why it need not be parsed again). Anything else given (a plain ``str``, a text
     moved to another payload, a payload changed since) is compared with the payload's canonical
-    text and the draft refused unless they are equal: fail closed, never a silent substitute.
+    text and the draft refused unless they are equal: fail closed, never a silent substitute. A
+    ``trace.step`` payload of the usual shape is written directly
+    (:func:`~ledger.store.hashing.trace_step_text`, the same text).
     """
     text = entry.canonical
     if type(text) is CanonicalText and text.made_from(entry.payload):
         return text.plain()
-    computed = _canonical(entry.payload, where)
+    computed = (trace_step_text(entry.payload) if entry.kind == "trace.step" else None) or _canonical(
+        entry.payload, where
+    )
     if text is not None and computed != text:
         raise InvalidDraftError("precomputed canonical text differs from the payload's", field_path=where)
     return computed
@@ -140,18 +140,27 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         status=draft.status,
     )
     try:
-        submission_id = submission_id_for(header)
-    except CanonicalizationError as exc:
-        raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
-    texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(draft.entries)]
+        inputs_text: str | None = _canonical(draft.input_hashes, "input_hashes")
+    except InvalidDraftError:  # not kept: submission_id_for below raises it with the header's path
+        inputs_text = None
+    submission_id = submission_id_spliced(header, inputs_text) if inputs_text is not None else None
+    if submission_id is None:
+        try:
+            submission_id = submission_id_for(header)
+        except CanonicalizationError as exc:
+            raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
+    version = draft.engine_version
+    drafts = draft.entries
+    texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(drafts)]
     hashes = [payload_hash(text) for text in texts]
-    links = [(entry.kind, h, draft.engine_version) for entry, h in zip(draft.entries, hashes, strict=True)]
-    chain = chain_hashes(submission_id, links)
+    chain = chain_links(
+        submission_id, [(entry.kind, h, version) for entry, h in zip(drafts, hashes, strict=True)]
+    )
     entries = tuple(
         PreparedEntry(seq, entry.kind, text, h, prev, current)
-        for entry, text, h, (seq, prev, current) in zip(draft.entries, texts, hashes, chain, strict=True)
+        for entry, text, h, (seq, prev, current, _) in zip(drafts, texts, hashes, chain, strict=True)
     )
-    positions = [i for i, entry in enumerate(draft.entries) if entry.kind == "trace.step"]
+    positions = [i for i, entry in enumerate(drafts) if entry.kind == "trace.step"]
     step_rows: list[tuple[Any, ...]] = []
     for position, step in zip(positions, draft.steps, strict=True):
         if step_hash(step.canonical_step) != step.step_hash:
@@ -166,11 +175,14 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         draft=draft,
         submission_id=submission_id,
         header=header,
-        input_hashes_canonical=_canonical(draft.input_hashes, "input_hashes"),
+        input_hashes_canonical=inputs_text
+        if inputs_text is not None
+        else _canonical(draft.input_hashes, "input_hashes"),
         entries=entries,
         step_rows=tuple(step_rows),
-        copy_rows=_copy_rows(submission_id, draft.engine_version, entries, step_rows),
-        leaves=tuple(entry_leaf_hash(e.entry_hash) for e in entries),
+        copy_rows=_copy_rows(submission_id, version, entries, step_rows),
+        # RFC 6962 leaf of each entry: SHA-256(0x00 || the raw digest of entry_hash)
+        leaves=tuple(leaf_hash(digest) for *_, digest in chain),
     )
 
 

@@ -176,6 +176,42 @@ class StoredEntry:
     engine_version: str
 
 
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def new_stored_entry(
+    global_seq: int,
+    submission_id: str,
+    stream_seq: int,
+    kind: str,
+    payload_hash: str,
+    prev_hash: str,
+    entry_hash: str,
+    engine_version: str,
+) -> StoredEntry:
+    """``StoredEntry(...)`` for the append path: the same frozen instance (equal, same hash, repr and
+    pickle), with its ``__dict__`` set at once instead of by ``__init__``'s eight
+    ``object.__setattr__`` calls (about a tenth of the append's client CPU). It has no
+    ``__post_init__`` to skip."""
+    entry = _new_object(StoredEntry)
+    _set_attribute(
+        entry,
+        "__dict__",
+        {
+            "global_seq": global_seq,
+            "submission_id": submission_id,
+            "stream_seq": stream_seq,
+            "kind": kind,
+            "payload_hash": payload_hash,
+            "prev_hash": prev_hash,
+            "entry_hash": entry_hash,
+            "engine_version": engine_version,
+        },
+    )
+    return entry
+
+
 @dataclass(frozen=True)
 class LedgerEntry(StoredEntry):
     """A stored entry with its exact canonical payload text (what verify hashes)."""

@@ -363,14 +363,16 @@ def server_cpu() -> dict[str, float]:
 
 
 def batch_summary(log_dir: Path, wall: float) -> str:
-    """Batches, their median size, and the summed audit / commit seconds against the wall time."""
+    """Batches, their median and largest size (above ``--max-records`` only by group commit), and the
+    summed audit / commit seconds against the wall time."""
     lines = log_events(log_dir, "batch committed")
     if not lines:
         return "no batch committed"
     audit = sum(float(line.get("audit_seconds", 0.0)) for line in lines)
     append = sum(float(line.get("append_seconds", 0.0)) for line in lines)
+    sizes = [int(line["records"]) for line in lines]
     return (
-        f"{len(lines)} batches, median {statistics.median(line['records'] for line in lines):.0f} records; "
+        f"{len(lines)} batches, median {statistics.median(sizes):.0f} records (largest {max(sizes)}); "
         f"audit {audit:.1f} s, append {append:.1f} s (summed over batches), wall {wall:.1f} s"
     )
 

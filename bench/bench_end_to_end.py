@@ -310,11 +310,10 @@ def window_cpu(log_dir: Path) -> str:
     """
     seconds, bundles = 0.0, 0
     for path in sorted(log_dir.glob("consumer*.log")):
-        name = path.name
-        assigned = [
-            line for line in log_events(log_dir, "partitions assigned", name) if "cpu_seconds" in line
-        ]
-        committed = [line for line in log_events(log_dir, "batch committed", name) if "cpu_seconds" in line]
+        assigned, committed = (
+            [line for line in log_events(log_dir, event, path.name) if "cpu_seconds" in line]
+            for event in ("partitions assigned", "batch committed")
+        )
         if not assigned or not committed:
             continue
         seconds += float(committed[-1]["cpu_seconds"]) - float(assigned[0]["cpu_seconds"])
@@ -363,8 +362,7 @@ def server_cpu() -> dict[str, float]:
 
 
 def batch_summary(log_dir: Path, wall: float) -> str:
-    """Batches, their median and largest size (above ``--max-records`` only by group commit), and the
-    summed audit / commit seconds against the wall time."""
+    """Batches, median and largest size (above ``--max-records``: joined), summed audit / commit s, wall."""
     lines = log_events(log_dir, "batch committed")
     if not lines:
         return "no batch committed"

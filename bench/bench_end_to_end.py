@@ -310,11 +310,10 @@ def window_cpu(log_dir: Path) -> str:
     """
     seconds, bundles = 0.0, 0
     for path in sorted(log_dir.glob("consumer*.log")):
-        name = path.name
-        assigned = [
-            line for line in log_events(log_dir, "partitions assigned", name) if "cpu_seconds" in line
-        ]
-        committed = [line for line in log_events(log_dir, "batch committed", name) if "cpu_seconds" in line]
+        assigned, committed = (
+            [line for line in log_events(log_dir, event, path.name) if "cpu_seconds" in line]
+            for event in ("partitions assigned", "batch committed")
+        )
         if not assigned or not committed:
             continue
         seconds += float(committed[-1]["cpu_seconds"]) - float(assigned[0]["cpu_seconds"])
@@ -363,14 +362,15 @@ def server_cpu() -> dict[str, float]:
 
 
 def batch_summary(log_dir: Path, wall: float) -> str:
-    """Batches, their median size, and the summed audit / commit seconds against the wall time."""
+    """Batches, median and largest size (above ``--max-records``: joined), summed audit / commit s, wall."""
     lines = log_events(log_dir, "batch committed")
     if not lines:
         return "no batch committed"
     audit = sum(float(line.get("audit_seconds", 0.0)) for line in lines)
     append = sum(float(line.get("append_seconds", 0.0)) for line in lines)
+    sizes = [int(line["records"]) for line in lines]
     return (
-        f"{len(lines)} batches, median {statistics.median(line['records'] for line in lines):.0f} records; "
+        f"{len(lines)} batches, median {statistics.median(sizes):.0f} records (largest {max(sizes)}); "
         f"audit {audit:.1f} s, append {append:.1f} s (summed over batches), wall {wall:.1f} s"
     )
 

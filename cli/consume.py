@@ -28,6 +28,14 @@ __all__ = ["register"]
 log = logging.getLogger("consumers.consume")
 
 
+def _records_or_zero(text: str) -> int:
+    """A record count >= 0 (argparse type): a negative one is a usage error, never read as 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def register(subparsers: Any) -> None:
     """Add ``consume`` to the ``ledger`` command line."""
     parser = subparsers.add_parser(
@@ -55,6 +63,14 @@ def register(subparsers: Any) -> None:
         type=int,
         default=2,
         help="audited batches committing or queued for commit while the next is audited (default 2)",
+    )
+    parser.add_argument(
+        "--max-commit-records",
+        type=_records_or_zero,
+        default=ConsumerConfig.max_commit_records,
+        metavar="N",
+        help="group commit: a batch audited while the previous one still waits for its commit joins "
+        f"it, up to N records per transaction; 0 never joins (default {ConsumerConfig.max_commit_records})",
     )
     parser.add_argument(
         "--until-idle", type=float, metavar="SECONDS", help="exit after SECONDS with nothing new"
@@ -139,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         max_records=args.max_records,
         max_batch_bytes=args.max_batch_bytes,
         max_in_flight=args.max_in_flight,
+        max_commit_records=args.max_commit_records,
         max_message_bytes=settings.max_message_bytes,
         until_idle=args.until_idle,
         session_timeout_ms=args.session_timeout_ms or timing["session_timeout_ms"],

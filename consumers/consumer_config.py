@@ -27,8 +27,10 @@ class ConsumerConfig:
     """Audited batches committing or waiting to commit while the next one is audited (>= 1)."""
     max_commit_records: int = 0
     """Group commit: a batch audited while the previous one still waits for its commit joins it, up
-    to this many records per transaction (0: never join, the default: no gain measured yet,
-    docs/scaling.md §1)."""
+    to this many records per transaction (``ledger consume --max-commit-records``). 0, never join,
+    is the default: a backlog never joins (its audit stage is the slower one, so the waiting batch
+    is always writing by the time the next is audited), and where commits do queue no gain was
+    measured (docs/scaling.md §1, "Round 8")."""
     fetch_max_wait_ms: int = 100
     max_message_bytes: int = 1_048_576
     raw_inline_limit: int = 65_536

@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
-from consumers.publisher import prepare_document
-from engine.envelope import EnvelopeError, decode_envelope
 from ledger.errors import InvalidDraftError
 from ledger.store.append import prepare
-from ledger.store.drafts import audit_envelope
 from ledger.store.hashing import canonical_text
 from ledger.store.payloads import step_draft
 from ledger.store.records import EntryDraft, SubmissionDraft
-
-CORPUS = sorted((Path(__file__).resolve().parents[2] / "samples" / "corpus").glob("*.json"))
-
-
-def _consumer_drafts() -> list[SubmissionDraft]:
-    drafts = []
-    for path in CORPUS:
-        try:
-            decoded = decode_envelope(prepare_document(json.loads(path.read_text())).value)
-        except EnvelopeError:
-            continue
-        drafts.append(audit_envelope(decoded))
-    assert drafts
-    return drafts
+from tests.helpers.consumer_drafts import consumer_drafts
 
 
 def _without_precomputed(draft: SubmissionDraft) -> SubmissionDraft:
@@ -47,7 +30,7 @@ def _with_received_canonical(draft: SubmissionDraft, text: str) -> SubmissionDra
 
 
 def test_consumer_drafts_store_the_same_bytes_as_recomputed_drafts() -> None:
-    for draft in _consumer_drafts():
+    for draft in consumer_drafts():
         received = draft.entries[0]
         assert received.canonical is not None
         assert received.canonical == canonical_text(received.payload)
@@ -69,7 +52,7 @@ def test_consumer_drafts_store_the_same_bytes_as_recomputed_drafts() -> None:
     ids=["scalar_differs", "extra_key", "not_canonical_form", "not_an_object", "not_json"],
 )
 def test_a_precomputed_text_that_differs_from_the_payload_is_refused(tamper: object) -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     text = draft.entries[0].canonical
     assert text is not None
     tampered = tamper(text)  # type: ignore[operator]
@@ -79,7 +62,7 @@ def test_a_precomputed_text_that_differs_from_the_payload_is_refused(tamper: obj
 
 
 def test_a_plain_text_is_compared_with_the_recomputed_one_even_with_big_integers() -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     received = draft.entries[0]
     payload = {**received.payload, "big": 10**30}
     right = canonical_text(payload)
@@ -95,7 +78,7 @@ def test_a_plain_text_is_compared_with_the_recomputed_one_even_with_big_integers
 
 
 def test_a_step_row_whose_text_does_not_hash_to_its_step_hash_is_still_refused() -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     step = draft.steps[0]
     bad = dataclasses.replace(step, canonical_step=step.canonical_step.replace("{", "{ ", 1))
     with pytest.raises(InvalidDraftError, match="step_hash is not sha256"):

@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import pickle
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ledger.store.append as append_module
-from consumers.publisher import prepare_document
 from engine.canonical import canonical_bytes
-from engine.envelope import EnvelopeError, decode_envelope
 from ledger.errors import InvalidDraftError
 from ledger.store.append import prepare, prepare_follow_ups
-from ledger.store.drafts import audit_envelope
 from ledger.store.hashing import CanonicalText, canonical_payload, canonical_text
 from ledger.store.records import EntryDraft, SubmissionDraft
-
-CORPUS = sorted((Path(__file__).resolve().parents[2] / "samples" / "corpus").glob("*.json"))
-
-
-def _consumer_drafts() -> list[SubmissionDraft]:
-    drafts = []
-    for path in CORPUS:
-        try:
-            decoded = decode_envelope(prepare_document(json.loads(path.read_text())).value)
-        except EnvelopeError:
-            continue
-        drafts.append(audit_envelope(decoded))
-    assert drafts
-    return drafts
+from tests.helpers.consumer_drafts import consumer_drafts
 
 
 def _canonicalised_in_prepare(monkeypatch: pytest.MonkeyPatch, draft: SubmissionDraft) -> list[str]:
@@ -56,7 +38,7 @@ def _with_received(draft: SubmissionDraft, entry: EntryDraft) -> SubmissionDraft
 def test_consumer_received_text_is_trusted_and_equals_the_canonical_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for draft in _consumer_drafts():
+    for draft in consumer_drafts():
         received = draft.entries[0]
         assert type(received.canonical) is CanonicalText
         assert received.canonical.made_from(received.payload)
@@ -68,7 +50,7 @@ def test_consumer_received_text_is_trusted_and_equals_the_canonical_bytes(
 
 
 def test_every_stored_text_equals_the_canonical_bytes_of_its_payload() -> None:
-    for draft in _consumer_drafts():
+    for draft in consumer_drafts():
         prepared = prepare(draft)
         for entry, stored in zip(draft.entries, prepared.entries, strict=True):
             assert stored.payload_canonical == canonical_bytes(entry.payload).decode("utf-8")
@@ -78,7 +60,7 @@ def test_every_stored_text_equals_the_canonical_bytes_of_its_payload() -> None:
 def test_a_plain_string_with_the_same_characters_takes_the_exact_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     received = draft.entries[0]
     same = EntryDraft(received.kind, received.payload, canonical=str(received.canonical))
     seen = _canonicalised_in_prepare(monkeypatch, _with_received(draft, same))
@@ -97,7 +79,7 @@ def test_a_canonical_text_cannot_be_made_or_changed_outside_canonical_payload() 
 
 
 def test_a_text_moved_to_another_payload_is_refused() -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     received = draft.entries[0]
     other = {**received.payload, "prompt_spec_hash": "0x" + "ff" * 32}
     moved = dataclasses.replace(received, payload=other)
@@ -108,7 +90,7 @@ def test_a_text_moved_to_another_payload_is_refused() -> None:
 
 
 def test_a_text_moved_to_an_equal_payload_is_checked_and_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     received = draft.entries[0]
     moved = dataclasses.replace(received, payload=dict(received.payload))
     seen = _canonicalised_in_prepare(monkeypatch, _with_received(draft, moved))
@@ -126,7 +108,7 @@ def test_a_text_moved_to_an_equal_payload_is_checked_and_accepted(monkeypatch: p
     ids=["member_reassigned", "member_added", "member_removed"],
 )
 def test_a_payload_changed_after_its_text_was_made_is_refused(change: Any) -> None:
-    draft = _consumer_drafts()[0]
+    draft = consumer_drafts()[0]
     received = draft.entries[0]
     change(received.payload)
     assert isinstance(received.canonical, CanonicalText)

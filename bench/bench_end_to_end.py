@@ -34,14 +34,12 @@ import os
 import platform
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +52,15 @@ sys.path.insert(0, str(ROOT))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
+from e2e_logs import (  # noqa: E402
+    batch_summary,
+    commit_times,
+    log_events,
+    median_batch,
+    percentile,
+    ts,
+    window_cpu,
+)
 
 from consumers.publisher import PreparedRecord, prepare_document  # noqa: E402
 from devstack.broker import EmbeddedBroker  # noqa: E402
@@ -225,40 +232,6 @@ def start_consumers(
     return processes
 
 
-def log_events(log_dir: Path, event: str, pattern: str = "consumer*.log") -> list[dict[str, Any]]:
-    """Every JSON log line with this event, from all consumer logs (or those matching ``pattern``)."""
-    lines = []
-    for path in sorted(log_dir.glob(pattern)):
-        for text in path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                line = json.loads(text)
-                if line.get("event") == event:
-                    lines.append(line)
-    return lines
-
-
-def ts(line: dict[str, Any]) -> float:
-    """A log line's time as POSIX seconds."""
-    return datetime.fromisoformat(line["ts"].replace("Z", "+00:00")).timestamp()
-
-
-def commit_times(log_dir: Path) -> dict[int, list[tuple[int, float]]]:
-    """Per partition, ``(next_offset, commit time)`` in commit order."""
-    per_partition: dict[int, list[tuple[int, float]]] = {}
-    for line in log_events(log_dir, "batch committed"):
-        for partition, next_offset in line["next_offsets"].items():
-            per_partition.setdefault(int(partition), []).append((int(next_offset), ts(line)))
-    for commits in per_partition.values():
-        commits.sort()
-    return per_partition
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(fraction * len(ordered)) - 1))]
-
-
 # --- phases -------------------------------------------------------------------------------
 
 
@@ -303,26 +276,6 @@ def throughput(
     return len(prepared) / (last - first)
 
 
-def window_cpu(log_dir: Path) -> str:
-    """Consumer CPU per bundle from each member's first assignment to its last commit (no start-up).
-
-    From the ``cpu_seconds`` the consumers log with those lines; empty for a tree that does not log it.
-    """
-    seconds, bundles = 0.0, 0
-    for path in sorted(log_dir.glob("consumer*.log")):
-        assigned, committed = (
-            [line for line in log_events(log_dir, event, path.name) if "cpu_seconds" in line]
-            for event in ("partitions assigned", "batch committed")
-        )
-        if not assigned or not committed:
-            continue
-        seconds += float(committed[-1]["cpu_seconds"]) - float(assigned[0]["cpu_seconds"])
-        bundles += sum(int(line["records"]) for line in committed)
-    if not bundles:
-        return ""
-    return f" ({seconds * 1000 / bundles:.2f} ms/bundle from first assignment to last commit)"
-
-
 def rows_written(url: str) -> dict[str, int]:
     """Rows inserted plus rows updated so far, per table (``pg_stat_user_tables``) of ``url``'s database.
 
@@ -359,20 +312,6 @@ def server_cpu() -> dict[str, float]:
             times = psutil.Process(pid).cpu_times()
             seconds[name] = times.user + times.system + times.children_user + times.children_system
     return seconds
-
-
-def batch_summary(log_dir: Path, wall: float) -> str:
-    """Batches, median and largest size (above ``--max-records``: joined), summed audit / commit s, wall."""
-    lines = log_events(log_dir, "batch committed")
-    if not lines:
-        return "no batch committed"
-    audit = sum(float(line.get("audit_seconds", 0.0)) for line in lines)
-    append = sum(float(line.get("append_seconds", 0.0)) for line in lines)
-    sizes = [int(line["records"]) for line in lines]
-    return (
-        f"{len(lines)} batches, median {statistics.median(sizes):.0f} records (largest {max(sizes)}); "
-        f"audit {audit:.1f} s, append {append:.1f} s (summed over batches), wall {wall:.1f} s"
-    )
 
 
 def latency(
@@ -491,12 +430,6 @@ def run_phases(
     print(
         f"target (docs/architecture.md): >= 2000 bundles/s; p99 < 500 ms at half load. median batch: {median_batch(work)}"
     )
-
-
-def median_batch(work: Path) -> float:
-    """Median records per committed batch over all phases."""
-    sizes = [line["records"] for log_dir in work.iterdir() for line in log_events(log_dir, "batch committed")]
-    return statistics.median(sizes) if sizes else 0.0
 
 
 if __name__ == "__main__":

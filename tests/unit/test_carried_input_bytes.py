@@ -9,37 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
-from consumers.publisher import prepare_document
 from engine.canonical import canonical_bytes
-from engine.envelope import DecodedEnvelope, EnvelopeError, decode_envelope, inputs_hash, inputs_preimage
+from engine.envelope import DecodedEnvelope, inputs_hash, inputs_preimage
 from engine.envelope_inputs import decode_stored_inputs
 from engine.pipeline import run_pipeline
 from ledger.store.drafts import audit_envelope, submission_draft
 from ledger.store.hashing import canonical_text, text_sha256
-
-ROOT = Path(__file__).resolve().parents[2]
-BUNDLES = sorted((ROOT / "samples" / "corpus").glob("*.json")) + sorted(
-    (ROOT / "devstack" / "demo_corpus" / "bundles").glob("*.json")
-)
-
-
-def _decoded_all() -> list[DecodedEnvelope]:
-    decoded = []
-    for path in BUNDLES:
-        try:
-            decoded.append(decode_envelope(prepare_document(json.loads(path.read_text())).value))
-        except EnvelopeError:
-            continue
-    assert len(decoded) > 20
-    return decoded
+from tests.helpers.consumer_drafts import decoded_bundles
 
 
 def test_the_carried_bytes_are_the_canonical_inputs_behind_the_inputs_hash() -> None:
-    for decoded in _decoded_all():
+    for decoded in decoded_bundles():
         envelope = decoded.envelope
         assert decoded.prompt_spec_canonical == canonical_bytes(envelope.prompt_spec)
         assert decoded.evidence_bundle_canonical == canonical_bytes(envelope.evidence_bundle)
@@ -50,7 +33,7 @@ def test_the_carried_bytes_are_the_canonical_inputs_behind_the_inputs_hash() -> 
 
 
 def test_the_reused_received_text_equals_a_fresh_canonicalisation_for_every_bundle() -> None:
-    for decoded in _decoded_all():
+    for decoded in decoded_bundles():
         envelope = decoded.envelope
         draft = submission_draft(decoded, run_pipeline(envelope.prompt_spec, envelope.evidence_bundle), None)
         received = draft.entries[0]
@@ -62,7 +45,7 @@ def test_the_reused_received_text_equals_a_fresh_canonicalisation_for_every_bund
 
 @pytest.mark.parametrize("member", ["evidence_bundle_canonical", "prompt_spec_canonical"])
 def test_carried_bytes_that_do_not_hash_to_the_committed_hashes_are_not_used(member: str) -> None:
-    decoded = _decoded_all()[0]
+    decoded = decoded_bundles()[0]
     wrong = getattr(decoded, member).replace(b'"market_id":"', b'"market_id":"x', 1)
     tampered = dataclasses.replace(decoded, **{member: wrong})
     envelope = decoded.envelope
@@ -74,7 +57,7 @@ def test_carried_bytes_that_do_not_hash_to_the_committed_hashes_are_not_used(mem
 
 
 def test_without_carried_bytes_the_text_is_still_the_fresh_canonicalisation() -> None:
-    decoded = _decoded_all()[0]
+    decoded = decoded_bundles()[0]
     bare = DecodedEnvelope(decoded.envelope, decoded.idempotency_key, decoded.inputs_hash)
     envelope = decoded.envelope
     draft = submission_draft(bare, run_pipeline(envelope.prompt_spec, envelope.evidence_bundle), None)
@@ -82,7 +65,7 @@ def test_without_carried_bytes_the_text_is_still_the_fresh_canonicalisation() ->
 
 
 def test_replay_decodes_stored_inputs_itself_and_sees_a_changed_bundle() -> None:
-    decoded = _decoded_all()[0]
+    decoded = decoded_bundles()[0]
     envelope = decoded.envelope
     draft = submission_draft(decoded, run_pipeline(envelope.prompt_spec, envelope.evidence_bundle), None)
     stored_text = draft.entries[0].canonical
@@ -103,7 +86,7 @@ def test_replay_decodes_stored_inputs_itself_and_sees_a_changed_bundle() -> None
 
 
 def test_the_pipeline_given_the_decoders_prompt_spec_bytes_equals_the_pipeline_without_them() -> None:
-    for decoded in _decoded_all():
+    for decoded in decoded_bundles():
         spec, bundle = decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle
         carried = run_pipeline(spec, bundle, prompt_spec_canonical=decoded.prompt_spec_canonical)
         fresh = run_pipeline(spec, bundle)

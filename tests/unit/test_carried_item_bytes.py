@@ -7,43 +7,25 @@ for the very item objects they were made from: any other bundle is hashed afresh
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers.publisher import prepare_document
 from engine.canonical import canonical_bytes
 from engine.commitments import ItemCanonical, bundle_canonical, commit_inputs, evidence_root
-from engine.envelope import DecodedEnvelope, EnvelopeError, decode_envelope
+from engine.envelope import DecodedEnvelope
 from engine.pipeline import run_pipeline
 from engine.schemas import EvidenceBundle, EvidenceItem, Provenance
 from ledger.store.drafts import audit_envelope
-
-ROOT = Path(__file__).resolve().parents[2]
-BUNDLES = sorted((ROOT / "samples" / "corpus").glob("*.json")) + sorted(
-    (ROOT / "devstack" / "demo_corpus" / "bundles").glob("*.json")
-)
-
-
-def _decoded_all() -> list[DecodedEnvelope]:
-    decoded = []
-    for path in BUNDLES:
-        try:
-            decoded.append(decode_envelope(prepare_document(json.loads(path.read_text())).value))
-        except EnvelopeError:
-            continue
-    assert len(decoded) > 20
-    return decoded
+from tests.helpers.consumer_drafts import decoded_bundles
 
 
 def test_the_decoders_item_bytes_are_each_items_canonical_bytes() -> None:
     carried = 0
-    for decoded in _decoded_all():
+    for decoded in decoded_bundles():
         bundle = decoded.envelope.evidence_bundle
         items = decoded.evidence_items_canonical
         if items is None:
@@ -54,7 +36,7 @@ def test_the_decoders_item_bytes_are_each_items_canonical_bytes() -> None:
 
 
 def test_the_pipeline_given_the_decoders_item_bytes_equals_the_pipeline_without_them() -> None:
-    for decoded in _decoded_all():
+    for decoded in decoded_bundles():
         spec, bundle = decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle
         carried = run_pipeline(
             spec,
@@ -77,7 +59,7 @@ def _with_items(decoded: DecodedEnvelope) -> tuple[EvidenceBundle, ItemCanonical
 
 
 def _two_item_decoded() -> DecodedEnvelope:
-    for decoded in _decoded_all():
+    for decoded in decoded_bundles():
         if decoded.evidence_items_canonical is not None and len(decoded.envelope.evidence_bundle.items) >= 2:
             return decoded
     raise AssertionError("no corpus bundle with two items")
@@ -180,7 +162,7 @@ _CACHE: list[Any] = []
 def _spec_and_trace() -> tuple[Any, Any]:
     """One corpus prompt spec and a trace made for it (commit_inputs needs a trace; its items are ours)."""
     if not _CACHE:
-        decoded = _decoded_all()[0]
+        decoded = decoded_bundles()[0]
         spec = decoded.envelope.prompt_spec
         _CACHE.extend([spec, run_pipeline(spec, decoded.envelope.evidence_bundle).trace])
     return _CACHE[0], _CACHE[1]

@@ -88,9 +88,10 @@ def _carried_inputs(
 ) -> dict[str, bytes]:
     """Canonical bytes already made for the inputs in ``received``, each checked against its hash.
 
-    The decoder's prompt-spec and evidence-bundle bytes are used when the pair they form hashes to
-    the payload's ``inputs_hash`` and the spec's bytes to its ``prompt_spec_hash``; else the
-    engine's prompt-spec bytes when they hash to ``prompt_spec_hash``; else none.
+    The decoder's prompt-spec and evidence-bundle bytes are used when the pair they form is the
+    preimage of the payload's ``inputs_hash`` (:func:`_pair_is_committed`) and the spec's bytes hash
+    to its ``prompt_spec_hash``; else the engine's prompt-spec bytes when they hash to
+    ``prompt_spec_hash``; else none.
     """
     spec_hash = received.get("prompt_spec_hash")
     spec, bundle = decoded.prompt_spec_canonical, decoded.evidence_bundle_canonical
@@ -98,13 +99,32 @@ def _carried_inputs(
         spec
         and bundle
         and text_sha256_bytes(spec) == spec_hash
-        and text_sha256_bytes(inputs_preimage(spec, bundle)) == received.get("inputs_hash")
+        and _pair_is_committed(received, decoded, spec, bundle)
     ):
         return {"prompt_spec": spec, "evidence_bundle": bundle}
     spec = result.prompt_spec_canonical
     if spec and text_sha256_bytes(spec) == spec_hash:
         return {"prompt_spec": spec}
     return {}
+
+
+def _pair_is_committed(
+    received: dict[str, Any], decoded: DecodedEnvelope, spec: bytes, bundle: bytes
+) -> bool:
+    """Whether ``inputs_hash`` in ``received`` is the SHA-256 of the pair of ``spec`` and ``bundle``.
+
+    Proved by identity when the decoder's :class:`~engine.carried_inputs.InputsCanonical` was made
+    from the very spec and bundle objects the payload holds, these very bytes and this hash (the
+    decoder hashed that pair); anything else (no proof, a copied or swapped object, other bytes,
+    another hash) hashes the pair here, as before.
+    """
+    committed = received.get("inputs_hash")
+    proof = decoded.inputs_canonical
+    if proof is not None and proof.vouches_for(
+        received.get("prompt_spec"), received.get("evidence_bundle"), spec, bundle, committed
+    ):
+        return True
+    return text_sha256_bytes(inputs_preimage(spec, bundle)) == committed
 
 
 def _received_canonical(

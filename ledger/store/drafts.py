@@ -23,7 +23,6 @@ from ledger.store.payloads import (
     audit_payload,
     received_payload,
     step_draft,
-    trace_step_entry,
     verdict_payload,
 )
 from ledger.store.records import EntryDraft, OperationalInfo, StepDraft, SubmissionDraft
@@ -62,16 +61,65 @@ def _step_drafts(result: PipelineResult) -> list[StepDraft]:
     if len(texts) != len(steps):
         return [_recomputed_step(index, step, hashes[index]) for index, step in enumerate(steps)]
     return [
-        StepDraft(
-            step_index=index,
-            step_id=step.step_id,
-            step_type=step.type,
-            evidence_ids=tuple(step.evidence_ids),
-            step_hash=hashes[index],
-            canonical_step=texts[index].decode("utf-8"),
+        _new_step_draft(
+            index,
+            step.step_id,
+            step.type,
+            tuple(step.evidence_ids),
+            hashes[index],
+            texts[index].decode("utf-8"),
         )
         for index, step in enumerate(steps)
     ]
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def _new_step_draft(
+    step_index: int,
+    step_id: str,
+    step_type: str,
+    evidence_ids: tuple[str, ...],
+    step_hash: str,
+    canonical_step: str,
+) -> StepDraft:
+    """``StepDraft(...)`` with its ``__dict__`` set at once instead of by ``__init__``'s six
+    ``object.__setattr__`` calls: the same frozen instance (equal, same repr; pinned in the tests).
+    It has no ``__post_init__`` to skip."""
+    draft = _new_object(StepDraft)
+    _set_attribute(
+        draft,
+        "__dict__",
+        {
+            "step_index": step_index,
+            "step_id": step_id,
+            "step_type": step_type,
+            "evidence_ids": evidence_ids,
+            "step_hash": step_hash,
+            "canonical_step": canonical_step,
+        },
+    )
+    return draft
+
+
+def _trace_step_entry(step: StepDraft) -> EntryDraft:
+    """:func:`~ledger.store.payloads.trace_step_entry` of ``step``, its ``__dict__`` set at once.
+
+    ``EntryDraft.__post_init__`` is not run, because what it checks holds by construction here: the
+    kind is the literal ``"trace.step"`` (one of ``ENTRY_KINDS``) and the payload a dict made here
+    (the same one :func:`~ledger.store.payloads.trace_step_payload` makes; pinned in the tests).
+    """
+    entry = _new_object(EntryDraft)
+    payload = {
+        "step_index": step.step_index,
+        "step_id": step.step_id,
+        "step_type": step.step_type,
+        "step_hash": step.step_hash,
+    }
+    _set_attribute(entry, "__dict__", {"kind": "trace.step", "payload": payload, "canonical": None})
+    return entry
 
 
 def _recomputed_step(index: int, step: ReasoningStep, engine_hash: str) -> StepDraft:
@@ -156,7 +204,7 @@ def submission_draft(
             "evidence_root": roots.evidence_root,
         },
         status="audited",
-        entries=[received, *(trace_step_entry(step) for step in steps), audited, verdict],
+        entries=[received, *[_trace_step_entry(step) for step in steps], audited, verdict],
         steps=steps,
         operational=operational,
         engine_version=result.engine_version,

@@ -1,0 +1,44 @@
+"""The draft's step rows and ``trace.step`` entries, built with their ``__dict__`` set at once, are
+the very records the dataclass constructors and :func:`~ledger.store.payloads.trace_step_entry` make."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+from ledger.store.payloads import trace_step_entry
+from ledger.store.records import EntryDraft, StepDraft
+from tests.helpers.consumer_drafts import consumer_drafts
+
+
+def test_every_step_row_and_trace_step_entry_equals_the_constructed_one() -> None:
+    step_fields = [field.name for field in dataclasses.fields(StepDraft)]
+    entry_fields = [field.name for field in dataclasses.fields(EntryDraft)]
+    seen = 0
+    for draft in consumer_drafts():
+        entries = [entry for entry in draft.entries if entry.kind == "trace.step"]
+        assert len(entries) == len(draft.steps)
+        for step, entry in zip(draft.steps, entries, strict=True):
+            assert type(step) is StepDraft and type(entry) is EntryDraft
+            assert list(vars(step)) == step_fields  # a field added to StepDraft fails here
+            assert list(vars(entry)) == entry_fields
+            made = StepDraft(**{name: getattr(step, name) for name in step_fields})
+            assert step == made and repr(step) == repr(made) and hash(step) == hash(made)
+            assert pickle.loads(pickle.dumps(step)) == made
+            assert entry == trace_step_entry(made)
+            assert repr(entry) == repr(trace_step_entry(made))
+            assert type(step.evidence_ids) is tuple
+            seen += 1
+    assert seen > 20
+
+
+def test_the_records_stay_frozen() -> None:
+    draft = consumer_drafts()[0]
+    step = draft.steps[0]
+    entry = draft.entries[1]
+    for record, name in ((step, "step_hash"), (entry, "payload")):
+        try:
+            setattr(record, name, None)
+        except dataclasses.FrozenInstanceError:
+            continue
+        raise AssertionError(f"{type(record).__name__} is not frozen")

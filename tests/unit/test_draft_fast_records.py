@@ -1,14 +1,16 @@
 """The draft's step rows and ``trace.step`` entries, built with their ``__dict__`` set at once, are
-the very records the dataclass constructors and :func:`~ledger.store.payloads.trace_step_entry` make."""
+the very records the dataclass constructors and :func:`~ledger.store.payloads.trace_step_entry` make;
+the pipeline result's carried bytes, read from pydantic's private dict, are its private attributes."""
 
 from __future__ import annotations
 
 import dataclasses
 import pickle
 
+from engine.pipeline import PipelineResult, run_pipeline
 from ledger.store.payloads import trace_step_entry
 from ledger.store.records import EntryDraft, StepDraft
-from tests.helpers.consumer_drafts import consumer_drafts
+from tests.helpers.consumer_drafts import consumer_drafts, decoded_bundles
 
 
 def test_every_step_row_and_trace_step_entry_equals_the_constructed_one() -> None:
@@ -42,3 +44,22 @@ def test_the_records_stay_frozen() -> None:
         except dataclasses.FrozenInstanceError:
             continue
         raise AssertionError(f"{type(record).__name__} is not frozen")
+
+
+def test_the_results_carried_bytes_read_as_the_private_attributes_are() -> None:
+    decoded = decoded_bundles()[0]
+    envelope = decoded.envelope
+    result = run_pipeline(
+        envelope.prompt_spec, envelope.evidence_bundle, prompt_spec_canonical=decoded.prompt_spec_canonical
+    )
+    assert result.step_canonical == result._step_canonical and len(result.step_canonical) == len(
+        result.trace.steps
+    )
+    assert result.prompt_spec_canonical is result._prompt_spec_canonical is decoded.prompt_spec_canonical
+    copied = result.model_copy()
+    assert copied.step_canonical == result.step_canonical
+    rebuilt = PipelineResult.model_validate(result.model_dump())  # built outside run_pipeline: none
+    assert rebuilt.step_canonical == () and rebuilt.prompt_spec_canonical == b""
+    bare = PipelineResult.model_construct(**dict(result))
+    assert bare.step_canonical == bare._step_canonical
+    assert bare.prompt_spec_canonical == bare._prompt_spec_canonical

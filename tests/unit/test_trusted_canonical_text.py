@@ -177,3 +177,16 @@ def test_a_key_needing_escaping_or_not_ascii_takes_the_whole_canonicalisation(ke
     text = canonical_payload(payload, {"carried": b'"c"'})
     assert text is not None
     assert text == canonical_text(payload)
+
+
+class _Key(str):
+    """A string key of another type: the splice leaves such a payload to the whole canonicalisation."""
+
+
+def test_a_key_of_another_type_takes_the_whole_canonicalisation() -> None:
+    payload: dict[Any, Any] = {"carried": "c", _Key("k"): "v"}
+    whole = canonical_payload(dict(payload))
+    assert canonical_payload(payload, {"carried": b'"c"'}) == whole
+    assert canonical_payload({"carried": "c", 1: "v"}, {"carried": b'"c"'}) == canonical_payload(
+        {"carried": "c", 1: "v"}
+    )

@@ -104,22 +104,33 @@ def _new_step_draft(
     return draft
 
 
-def _trace_step_entry(step: StepDraft) -> EntryDraft:
-    """:func:`~ledger.store.payloads.trace_step_entry` of ``step``, its ``__dict__`` set at once.
+_CHECKED_KINDS = frozenset({"submission.received", "trace.step", "audit.completed", "verdict.issued"})
+"""The kinds this module writes; each is one of ``ENTRY_KINDS`` (pinned in the tests)."""
 
-    ``EntryDraft.__post_init__`` is not run, because what it checks holds by construction here: the
-    kind is the literal ``"trace.step"`` (one of ``ENTRY_KINDS``) and the payload a dict made here
-    (the same one :func:`~ledger.store.payloads.trace_step_payload` makes; pinned in the tests).
+
+def _new_entry(kind: str, payload: dict[str, Any], canonical: str | None = None) -> EntryDraft:
+    """``EntryDraft(kind, payload, canonical)`` with its ``__dict__`` set at once: the same frozen record.
+
+    ``EntryDraft.__post_init__`` checks that the kind is one of ``ENTRY_KINDS`` and the payload a
+    dict; it is skipped only when both are seen to hold here (a kind of :data:`_CHECKED_KINDS`, an
+    exact ``dict``). Anything else goes through the constructor and its checks.
     """
+    if type(payload) is not dict or kind not in _CHECKED_KINDS:
+        return EntryDraft(kind, payload, canonical)
     entry = _new_object(EntryDraft)
+    _set_attribute(entry, "__dict__", {"kind": kind, "payload": payload, "canonical": canonical})
+    return entry
+
+
+def _trace_step_entry(step: StepDraft) -> EntryDraft:
+    """:func:`~ledger.store.payloads.trace_step_entry` of ``step`` (the same payload, pinned in the tests)."""
     payload = {
         "step_index": step.step_index,
         "step_id": step.step_id,
         "step_type": step.step_type,
         "step_hash": step.step_hash,
     }
-    _set_attribute(entry, "__dict__", {"kind": "trace.step", "payload": payload, "canonical": None})
-    return entry
+    return _new_entry("trace.step", payload)
 
 
 def _recomputed_step(index: int, step: ReasoningStep, engine_hash: str) -> StepDraft:
@@ -245,8 +256,8 @@ def payload_entries(
         "step_hashes": result.step_hashes,
     }
     return (
-        EntryDraft("submission.received", received, canonical=_received_canonical(received, decoded, result)),
-        EntryDraft(
+        _new_entry("submission.received", received, _received_canonical(received, decoded, result)),
+        _new_entry(
             "audit.completed",
             audit_payload(
                 verification_result=result.audit_verification,
@@ -255,7 +266,7 @@ def payload_entries(
                 trace=trace_header,
             ),
         ),
-        EntryDraft(
+        _new_entry(
             "verdict.issued",
             verdict_payload(
                 verdict=result.verdict, roots=roots, judge_verification=result.judge_verification

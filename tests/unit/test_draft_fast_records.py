@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from collections import OrderedDict
+from typing import Any, cast
+
+import pytest
 
 from engine.pipeline import PipelineResult, run_pipeline
+from ledger.errors import InvalidDraftError
+from ledger.store.drafts import _CHECKED_KINDS, _new_entry
 from ledger.store.payloads import trace_step_entry
-from ledger.store.records import EntryDraft, StepDraft
+from ledger.store.records import ENTRY_KINDS, EntryDraft, StepDraft
 from tests.helpers.consumer_drafts import consumer_drafts, decoded_bundles
 
 
@@ -63,3 +69,25 @@ def test_the_results_carried_bytes_read_as_the_private_attributes_are() -> None:
     bare = PipelineResult.model_construct(**dict(result))
     assert bare.step_canonical == bare._step_canonical
     assert bare.prompt_spec_canonical == bare._prompt_spec_canonical
+
+
+def test_every_entry_equals_the_constructed_one_and_its_kind_is_a_known_one() -> None:
+    assert _CHECKED_KINDS.issubset(ENTRY_KINDS)
+    entry_fields = [field.name for field in dataclasses.fields(EntryDraft)]
+    for draft in consumer_drafts():
+        assert [entry.kind for entry in draft.entries][:1] == ["submission.received"]
+        for entry in draft.entries:
+            assert list(vars(entry)) == entry_fields
+            made = EntryDraft(entry.kind, entry.payload, entry.canonical)
+            assert entry == made and repr(entry) == repr(made)
+            assert type(entry.payload) is dict
+
+
+def test_an_entry_the_fast_path_cannot_vouch_for_goes_through_the_constructors_checks() -> None:
+    with pytest.raises(InvalidDraftError, match="unknown entry kind"):
+        _new_entry("no.such.kind", {})
+    with pytest.raises(InvalidDraftError, match="payload must be a dict"):
+        _new_entry("trace.step", cast(Any, []))
+    ordered = _new_entry("trace.step", OrderedDict(a=1))  # a dict subclass goes through the constructor
+    assert ordered == EntryDraft("trace.step", OrderedDict(a=1)) and type(ordered.payload) is OrderedDict
+    assert _new_entry("reasoning.verified", {"a": 1}) == EntryDraft("reasoning.verified", {"a": 1})

@@ -73,6 +73,9 @@ class InputsCanonical:
     def __delattr__(self, name: str) -> None:
         raise AttributeError("an InputsCanonical is immutable")
 
+    def __reduce__(self) -> Any:
+        raise TypeError("an InputsCanonical is not pickled or copied: decode the envelope where it is used")
+
     def vouches_for(
         self,
         prompt_spec: Any,

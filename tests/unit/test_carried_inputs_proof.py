@@ -8,7 +8,9 @@ changed object, bytes or hash makes the draft hash the pair itself (and the text
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -112,6 +114,10 @@ def test_the_proof_is_immutable_and_computes_its_own_hash() -> None:
         envelope.prompt_spec, envelope.evidence_bundle, decoded.prompt_spec_canonical, b"{}"
     )
     assert made.inputs_hash != decoded.inputs_hash  # the hash is of the bytes given, never a claim
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(proof)
+    with pytest.raises(TypeError, match="not pickled"):
+        copy.copy(proof)
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,12 @@ randomness, and no iteration over sets into output, so the same inputs give the 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, NamedTuple
 
 from engine.auditor.analysis import analyse
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
-from engine.auditor.reasoning.claim_extraction import ClaimExtractor
+from engine.auditor.reasoning.claim_extraction import ClaimExtractor, short_sha256_hex
 from engine.auditor.trace_builder import build_steps_committed
 from engine.auditor.verification.logic_sanity import LogicSanityChecker
 from engine.auditor.verification.trace_policy import TracePolicyVerifier
@@ -36,7 +35,7 @@ __all__ = ["AuditOutcome", "AuditorAgent", "trace_id_for"]
 
 def trace_id_for(bundle_id: str) -> str:
     """Cournot's trace id: ``trace_`` + the first 8 bytes of ``sha256(bundle_id)`` as hex."""
-    return "trace_" + hashlib.sha256(bundle_id.encode("utf-8")).hexdigest()[:16]
+    return "trace_" + short_sha256_hex(bundle_id.encode("utf-8"))[:16]
 
 
 class AuditOutcome(NamedTuple):

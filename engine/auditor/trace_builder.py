@@ -30,6 +30,7 @@ from engine.commitments import step_preimage
 from engine.schemas import (
     DataRequirement,
     EvidenceBundle,
+    EvidenceItem,
     PromptSpec,
     ReasoningStep,
     StepType,
@@ -159,6 +160,19 @@ class _Steps:
         return not holds_key(inputs, EXTERNAL_FACT_KEYS, 0)
 
 
+def _item_inputs(item: EvidenceItem) -> dict[str, Any]:
+    """An extract step's input for one item (``valid`` is :attr:`EvidenceItem.is_valid`)."""
+    provenance = item.provenance
+    return {
+        "content_type": item.content_type,
+        "evidence_id": item.evidence_id,
+        "requirement_id": item.requirement_id,
+        "source_id": provenance.source_id,
+        "tier": provenance.tier,
+        "valid": item.is_valid,
+    }
+
+
 def _requirement_inputs(
     requirement_id: str, requirement: DataRequirement | None, sanity: SanityReport, prompt_spec: PromptSpec
 ) -> dict[str, Any]:
@@ -214,25 +228,18 @@ def build_steps_committed(
 ) -> BuiltSteps:
     """:func:`build_steps_checked` plus, with ``commit``, each step's canonical plain value and bytes
     (empty lists without it)."""
-    all_ids = _unique(item.evidence_id for item in evidence.items)
+    items = evidence.items  # each model field is read once: a Pydantic attribute read is not cheap
+    item_inputs = [_item_inputs(item) for item in items]
+    all_ids = _unique([entry["evidence_id"] for entry in item_inputs])
     steps = _Steps(all_ids, commit)
     order = list(sanity.requirement_ids)
-    item_chunk, requirement_chunk = plan_chunks(len(evidence.items), len(order), config.max_steps)
+    item_chunk, requirement_chunk = plan_chunks(len(items), len(order), config.max_steps)
     extract_of: dict[int, str] = {}
-    for chunk in _chunks(list(range(len(evidence.items))), item_chunk):
-        inputs = [
-            {
-                "content_type": evidence.items[index].content_type,
-                "evidence_id": evidence.items[index].evidence_id,
-                "requirement_id": evidence.items[index].requirement_id,
-                "source_id": evidence.items[index].provenance.source_id,
-                "tier": evidence.items[index].provenance.tier,
-                "valid": evidence.items[index].is_valid,
-            }
-            for index in chunk
-        ]
-        outputs = [claims.items[index].to_output() for index in chunk]
-        ids = [evidence.items[index].evidence_id for index in chunk]
+    claim_items = claims.items
+    for chunk in _chunks(list(range(len(items))), item_chunk):
+        inputs = [item_inputs[index] for index in chunk]
+        outputs = [claim_items[index].to_output() for index in chunk]
+        ids = [item_inputs[index]["evidence_id"] for index in chunk]
         step_id = steps.add("extract", "extract_claims", {"items": inputs}, {"items": outputs}, ids, [])
         extract_of.update(dict.fromkeys(chunk, step_id))
     requirements = {r.requirement_id: r for r in prompt_spec.data_requirements}

@@ -81,7 +81,9 @@ def trusted(cls: type[M], **values: Any) -> M:
     return instance
 
 
-_STEP_FIELDS = frozenset({"step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids"})
+_STEP_FIELDS: Final = frozenset(
+    {"step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids"}
+)
 
 
 def trusted_step(
@@ -116,6 +118,10 @@ def trusted_step(
     return instance
 
 
+_CHECK_FIELDS: Final = frozenset({"check_id", "ok", "severity", "message", "details"})
+"""Copied per check: a set built from a frozenset copies its hashed table (no per-name insert)."""
+
+
 def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: Any, details: Any) -> M:
     """A ``CheckResult`` (the most frequent engine model) built like :func:`trusted` when every value
     already has its declared type (``details`` is copied; None gives ``{}``), else validated.
@@ -140,7 +146,7 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
             "details": dict(details) if details else {},
         },
     )
-    _SET_FIELDS_SET(instance, {"check_id", "ok", "severity", "message", "details"})
+    _SET_FIELDS_SET(instance, set(_CHECK_FIELDS))
     _SET_EXTRA(instance, None)
     _SET_PRIVATE(instance, None)
     return instance

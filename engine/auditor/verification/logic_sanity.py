@@ -188,17 +188,22 @@ class LogicSanityChecker:
     ) -> ItemAssessment:
         time_status = self._time_status(prompt_spec, extraction)
         reason = None
+        # Each model field is read once into a local: a Pydantic attribute read is not cheap.
+        provenance = item.provenance
+        source_id = provenance.source_id
+        tier = provenance.tier
+        requirement_id = item.requirement_id
         confidence = item.extracted_fields.get("confidence")
-        requirement = requirements.get(item.requirement_id)
+        requirement = requirements.get(requirement_id)
         if not item.is_valid:
             reason = "fetch_failed"
         elif confidence is not None and not (is_finite_number(confidence) and 0 <= confidence <= 1):
             reason = "confidence_out_of_bounds"
         elif requirement is None and requirements:
             reason = "unknown_requirement"
-        elif (policy_tier := self._source_tier(prompt_spec, item.provenance.source_id)) is None:
+        elif (policy_tier := self._source_tier(prompt_spec, source_id)) is None:
             reason = "source_not_allowed"
-        elif item.provenance.tier < max(
+        elif tier < max(
             prompt_spec.market.min_provenance_tier,
             requirement.min_provenance_tier if requirement else 0,
             policy_tier,
@@ -210,14 +215,14 @@ class LogicSanityChecker:
             value = extraction.value_claim()
             if value is None:
                 reason = "no_value"
-            elif item.requirement_id == primary and value.kind != event.needed_kind:
+            elif requirement_id == primary and value.kind != event.needed_kind:
                 reason = "value_kind_mismatch"
         return ItemAssessment(
             index=extraction.index,
             evidence_id=item.evidence_id,
-            requirement_id=item.requirement_id,
-            source_id=item.provenance.source_id,
-            tier=item.provenance.tier,
+            requirement_id=requirement_id,
+            source_id=source_id,
+            tier=tier,
             eligible=reason is None,
             reason=reason,
             time_status=time_status,

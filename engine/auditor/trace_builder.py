@@ -75,6 +75,8 @@ def _unique(values: Iterable[Any]) -> list[Any]:
 
     ``Any``, not ``str``: a compiled build must not refuse a stray non-string id with a
     ``TypeError`` before :meth:`_Steps._holds` can answer False for it."""
+    if type(values) is list and len(values) <= 1:
+        return list(values)  # nothing to drop (and a copy, as the general path makes)
     return list({value: None for value in values})
 
 
@@ -152,8 +154,9 @@ class _Steps:
         for evidence_id in cited:
             if type(evidence_id) is not str or evidence_id not in known:
                 return False
-        if not VERDICT_KEYS.isdisjoint(output):
-            return False
+        for key in output:  # ``VERDICT_KEYS.isdisjoint(output)`` as a native loop
+            if key in VERDICT_KEYS:
+                return False
         variables = output.get("evaluation_variables")
         if variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
             return False

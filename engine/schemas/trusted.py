@@ -85,6 +85,13 @@ _STEP_FIELDS: Final = frozenset(
     {"step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids"}
 )
 
+_STEP_TEMPLATE: Final[dict[str, Any]] = {
+    "schema_version": SCHEMA_VERSION,
+    **dict.fromkeys(("step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids")),
+    "hash_commitment": None,
+}
+"""A built step's ``__dict__`` in field order, constants filled (see ``_CHECK_TEMPLATE``)."""
+
 
 def trusted_step(
     cls: type[M],
@@ -97,21 +104,16 @@ def trusted_step(
     prior_step_ids: list[str],
 ) -> M:
     """:func:`trusted` for a ``ReasoningStep`` built by the trace builder (no ``hash_commitment``)."""
+    data = _STEP_TEMPLATE.copy()  # a clone of the keys table; each store below replaces a value
+    data["step_id"] = step_id
+    data["type"] = step_type
+    data["inputs"] = inputs
+    data["action"] = action
+    data["output"] = output
+    data["evidence_ids"] = evidence_ids
+    data["prior_step_ids"] = prior_step_ids
     instance = _new(cls)
-    _SET_DICT(
-        instance,
-        {
-            "schema_version": SCHEMA_VERSION,
-            "step_id": step_id,
-            "type": step_type,
-            "inputs": inputs,
-            "action": action,
-            "output": output,
-            "evidence_ids": evidence_ids,
-            "prior_step_ids": prior_step_ids,
-            "hash_commitment": None,
-        },
-    )
+    _SET_DICT(instance, data)
     _SET_FIELDS_SET(instance, set(_STEP_FIELDS))
     _SET_EXTRA(instance, None)
     _SET_PRIVATE(instance, None)
@@ -120,6 +122,9 @@ def trusted_step(
 
 _CHECK_FIELDS: Final = frozenset({"check_id", "ok", "severity", "message", "details"})
 """Copied per check: a set built from a frozenset copies its hashed table (no per-name insert)."""
+_CHECK_TEMPLATE: Final[dict[str, Any]] = dict.fromkeys(("check_id", "ok", "severity", "message", "details"))
+"""A check's ``__dict__`` keys in field order; copying it and replacing the values is cheaper than
+inserting each key into a new dict."""
 
 
 def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: Any, details: Any) -> M:
@@ -135,17 +140,14 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
         and (details is None or type(details) is dict)
     ):
         return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
+    data = _CHECK_TEMPLATE.copy()
+    data["check_id"] = check_id
+    data["ok"] = ok
+    data["severity"] = severity
+    data["message"] = message
+    data["details"] = dict(details) if details else {}
     instance = _new(cls)
-    _SET_DICT(
-        instance,
-        {
-            "check_id": check_id,
-            "ok": ok,
-            "severity": severity,
-            "message": message,
-            "details": dict(details) if details else {},
-        },
-    )
+    _SET_DICT(instance, data)
     _SET_FIELDS_SET(instance, set(_CHECK_FIELDS))
     _SET_EXTRA(instance, None)
     _SET_PRIVATE(instance, None)

@@ -32,6 +32,7 @@ from engine.schemas import (
     EvidenceBundle,
     EvidenceItem,
     PromptSpec,
+    Provenance,
     ReasoningStep,
     StepType,
 )
@@ -166,6 +167,19 @@ class _Steps:
 def _item_inputs(item: EvidenceItem) -> dict[str, Any]:
     """An extract step's input for one item (``valid`` is :attr:`EvidenceItem.is_valid`)."""
     provenance = item.provenance
+    if type(item) is EvidenceItem and type(provenance) is Provenance:
+        # The models' own field dicts (one attribute read each instead of one per field); ``valid``
+        # is the ``is_valid`` property's expression. Subclasses, which may override a field with a
+        # property, take the attribute path below.
+        fields, origin = item.__dict__, provenance.__dict__
+        return {
+            "content_type": fields["content_type"],
+            "evidence_id": fields["evidence_id"],
+            "requirement_id": fields["requirement_id"],
+            "source_id": origin["source_id"],
+            "tier": origin["tier"],
+            "valid": fields["success"] and fields["error"] is None,
+        }
     return {
         "content_type": item.content_type,
         "evidence_id": item.evidence_id,

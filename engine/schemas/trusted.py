@@ -90,7 +90,8 @@ _STEP_TEMPLATE: Final[dict[str, Any]] = {
     **dict.fromkeys(("step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids")),
     "hash_commitment": None,
 }
-"""A built step's ``__dict__`` in field order, constants filled (see ``_CHECK_TEMPLATE``)."""
+"""A built step's ``__dict__`` in field order, constants filled: copying it (a clone of its keys
+table) and replacing seven values costs less than inserting nine keys into a new dict."""
 
 
 def trusted_step(
@@ -122,9 +123,6 @@ def trusted_step(
 
 _CHECK_FIELDS: Final = frozenset({"check_id", "ok", "severity", "message", "details"})
 """Copied per check: a set built from a frozenset copies its hashed table (no per-name insert)."""
-_CHECK_TEMPLATE: Final[dict[str, Any]] = dict.fromkeys(("check_id", "ok", "severity", "message", "details"))
-"""A check's ``__dict__`` keys in field order; copying it and replacing the values is cheaper than
-inserting each key into a new dict."""
 
 
 def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: Any, details: Any) -> M:
@@ -140,14 +138,19 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
         and (details is None or type(details) is dict)
     ):
         return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
-    data = _CHECK_TEMPLATE.copy()
-    data["check_id"] = check_id
-    data["ok"] = ok
-    data["severity"] = severity
-    data["message"] = message
-    data["details"] = dict(details) if details else {}
     instance = _new(cls)
-    _SET_DICT(instance, data)
+    # A dict display here: for five keys, copying a template and replacing each value measured no
+    # cheaper (unlike the step's nine, two of them constants: see ``_STEP_TEMPLATE``).
+    _SET_DICT(
+        instance,
+        {
+            "check_id": check_id,
+            "ok": ok,
+            "severity": severity,
+            "message": message,
+            "details": dict(details) if details else {},
+        },
+    )
     _SET_FIELDS_SET(instance, set(_CHECK_FIELDS))
     _SET_EXTRA(instance, None)
     _SET_PRIVATE(instance, None)

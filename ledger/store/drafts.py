@@ -23,9 +23,17 @@ from ledger.store.payloads import (
     audit_payload,
     received_payload,
     step_draft,
+    trace_step_entry,
     verdict_payload,
 )
-from ledger.store.records import EntryDraft, OperationalInfo, StepDraft, SubmissionDraft
+from ledger.store.records import (
+    EntryDraft,
+    OperationalInfo,
+    StepDraft,
+    SubmissionDraft,
+    new_entry_draft,
+    new_step_draft,
+)
 
 if TYPE_CHECKING:  # the verifier's modules load only where a reasoning entry is built
     from engine.reasoning import ReasoningResult
@@ -61,7 +69,7 @@ def _step_drafts(result: PipelineResult) -> list[StepDraft]:
     if len(texts) != len(steps):
         return [_recomputed_step(index, step, hashes[index]) for index, step in enumerate(steps)]
     return [
-        _new_step_draft(
+        new_step_draft(
             index,
             step.step_id,
             step.type,
@@ -71,66 +79,6 @@ def _step_drafts(result: PipelineResult) -> list[StepDraft]:
         )
         for index, step in enumerate(steps)
     ]
-
-
-_new_object = object.__new__
-_set_attribute = object.__setattr__
-
-
-def _new_step_draft(
-    step_index: int,
-    step_id: str,
-    step_type: str,
-    evidence_ids: tuple[str, ...],
-    step_hash: str,
-    canonical_step: str,
-) -> StepDraft:
-    """``StepDraft(...)`` with its ``__dict__`` set at once instead of by ``__init__``'s six
-    ``object.__setattr__`` calls: the same frozen instance (equal, same repr; pinned in the tests).
-    It has no ``__post_init__`` to skip."""
-    draft = _new_object(StepDraft)
-    _set_attribute(
-        draft,
-        "__dict__",
-        {
-            "step_index": step_index,
-            "step_id": step_id,
-            "step_type": step_type,
-            "evidence_ids": evidence_ids,
-            "step_hash": step_hash,
-            "canonical_step": canonical_step,
-        },
-    )
-    return draft
-
-
-_CHECKED_KINDS = frozenset({"submission.received", "trace.step", "audit.completed", "verdict.issued"})
-"""The kinds this module writes; each is one of ``ENTRY_KINDS`` (pinned in the tests)."""
-
-
-def _new_entry(kind: str, payload: dict[str, Any], canonical: str | None = None) -> EntryDraft:
-    """``EntryDraft(kind, payload, canonical)`` with its ``__dict__`` set at once: the same frozen record.
-
-    ``EntryDraft.__post_init__`` checks that the kind is one of ``ENTRY_KINDS`` and the payload a
-    dict; it is skipped only when both are seen to hold here (a kind of :data:`_CHECKED_KINDS`, an
-    exact ``dict``). Anything else goes through the constructor and its checks.
-    """
-    if type(payload) is not dict or kind not in _CHECKED_KINDS:
-        return EntryDraft(kind, payload, canonical)
-    entry = _new_object(EntryDraft)
-    _set_attribute(entry, "__dict__", {"kind": kind, "payload": payload, "canonical": canonical})
-    return entry
-
-
-def _trace_step_entry(step: StepDraft) -> EntryDraft:
-    """:func:`~ledger.store.payloads.trace_step_entry` of ``step`` (the same payload, pinned in the tests)."""
-    payload = {
-        "step_index": step.step_index,
-        "step_id": step.step_id,
-        "step_type": step.step_type,
-        "step_hash": step.step_hash,
-    }
-    return _new_entry("trace.step", payload)
 
 
 def _recomputed_step(index: int, step: ReasoningStep, engine_hash: str) -> StepDraft:
@@ -215,7 +163,7 @@ def submission_draft(
             "evidence_root": roots.evidence_root,
         },
         status="audited",
-        entries=[received, *[_trace_step_entry(step) for step in steps], audited, verdict],
+        entries=[received, *[trace_step_entry(step) for step in steps], audited, verdict],
         steps=steps,
         operational=operational,
         engine_version=result.engine_version,
@@ -256,8 +204,8 @@ def payload_entries(
         "step_hashes": result.step_hashes,
     }
     return (
-        _new_entry("submission.received", received, _received_canonical(received, decoded, result)),
-        _new_entry(
+        new_entry_draft("submission.received", received, _received_canonical(received, decoded, result)),
+        new_entry_draft(
             "audit.completed",
             audit_payload(
                 verification_result=result.audit_verification,
@@ -266,7 +214,7 @@ def payload_entries(
                 trace=trace_header,
             ),
         ),
-        _new_entry(
+        new_entry_draft(
             "verdict.issued",
             verdict_payload(
                 verdict=result.verdict, roots=roots, judge_verification=result.judge_verification

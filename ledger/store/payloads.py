@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ledger.store.hashing import canonical_text, step_hash
-from ledger.store.records import EntryDraft, StepDraft
+from ledger.store.records import EntryDraft, StepDraft, new_entry_draft
 
 RAW_INLINE_LIMIT = 65_536  # rejected raw bytes up to this size are stored as base64; larger: sha256 only
 
@@ -67,7 +67,7 @@ def trace_step_payload(step: StepDraft) -> dict[str, Any]:
 
 def trace_step_entry(step: StepDraft) -> EntryDraft:
     """The ``trace.step`` entry that pairs with ``step``."""
-    return EntryDraft("trace.step", trace_step_payload(step))
+    return new_entry_draft("trace.step", trace_step_payload(step))
 
 
 def audit_payload(

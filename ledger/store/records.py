@@ -212,6 +212,47 @@ def new_stored_entry(
     return entry
 
 
+def new_step_draft(
+    step_index: int,
+    step_id: str,
+    step_type: str,
+    evidence_ids: tuple[str, ...],
+    step_hash: str,
+    canonical_step: str,
+) -> StepDraft:
+    """``StepDraft(...)`` for the consumer's drafts: the same frozen instance (equal, same repr and
+    pickle), with its ``__dict__`` set at once instead of by ``__init__``'s six
+    ``object.__setattr__`` calls. It has no ``__post_init__`` to skip."""
+    draft = _new_object(StepDraft)
+    _set_attribute(
+        draft,
+        "__dict__",
+        {
+            "step_index": step_index,
+            "step_id": step_id,
+            "step_type": step_type,
+            "evidence_ids": evidence_ids,
+            "step_hash": step_hash,
+            "canonical_step": canonical_step,
+        },
+    )
+    return draft
+
+
+def new_entry_draft(kind: str, payload: dict[str, Any], canonical: str | None = None) -> EntryDraft:
+    """``EntryDraft(kind, payload, canonical)`` with its ``__dict__`` set at once: the same frozen record.
+
+    Only when what ``EntryDraft.__post_init__`` checks is seen to hold here (``kind`` one of
+    :data:`ENTRY_KINDS`, ``payload`` an exact ``dict``); anything else goes through the
+    constructor and its checks (and is refused there).
+    """
+    if type(payload) is not dict or kind not in ENTRY_KINDS:
+        return EntryDraft(kind, payload, canonical)
+    entry = _new_object(EntryDraft)
+    _set_attribute(entry, "__dict__", {"kind": kind, "payload": payload, "canonical": canonical})
+    return entry
+
+
 @dataclass(frozen=True)
 class LedgerEntry(StoredEntry):
     """A stored entry with its exact canonical payload text (what verify hashes)."""

@@ -21,6 +21,7 @@ from psycopg import Cursor, sql
 from engine.canonical import CanonicalizationError, dumps_canonical
 from engine.merkle.rfc6962 import leaf_hash
 from ledger.errors import InvalidDraftError, StaleOffsetError
+from ledger.store.copy_text import entries_copy_data, entries_template
 from ledger.store.hashing import (
     CanonicalText,
     canonical_text,
@@ -83,9 +84,9 @@ class PreparedSubmission:
     input_hashes_canonical: str
     entries: tuple[PreparedEntry, ...]
     step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
-    # Built here, outside the append lock: per entry its COPY row without the leading global_seq
-    # (ENTRY_WRITE_COLUMNS then STEP_WRITE_COLUMNS), and its RFC 6962 leaf hash.
-    copy_rows: tuple[tuple[Any, ...], ...] = ()
+    # Built here, outside the append lock: the entries' COPY text-format rows with a placeholder
+    # for each global_seq (ledger.store.copy_text.entries_template), and each RFC 6962 leaf hash.
+    copy_template: bytes = b""
     leaves: tuple[bytes, ...] = ()
 
     def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
@@ -104,9 +105,6 @@ def _canonical(value: Any, where: str) -> str:
         return canonical_text(value)
     except CanonicalizationError as exc:
         raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
-
-
-_NO_STEP: tuple[Any, ...] = (None,) * len(STEP_WRITE_COLUMNS.split(","))
 
 
 def _entry_canonical(entry: EntryDraft, where: str) -> str:
@@ -180,38 +178,12 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         else _canonical(draft.input_hashes, "input_hashes"),
         entries=entries,
         step_rows=tuple(step_rows),
-        copy_rows=_copy_rows(submission_id, version, entries, step_rows),
+        copy_template=entries_template(
+            submission_id, version, entries, {row[0]: row[1:] for row in step_rows}
+        ),
         # RFC 6962 leaf of each entry: SHA-256(0x00 || the raw digest of entry_hash)
         leaves=tuple(leaf_hash(digest) for *_, digest in chain),
     )
-
-
-def _copy_rows(
-    submission_id: str, version: str, entries: Sequence[PreparedEntry], step_rows: Sequence[tuple[Any, ...]]
-) -> tuple[tuple[Any, ...], ...]:
-    """Each entry's COPY row after ``global_seq``: ENTRY_WRITE_COLUMNS, then STEP_WRITE_COLUMNS (NULLs unless a step)."""
-    bodies: list[tuple[Any, ...]] = [_NO_STEP] * len(entries)
-    for position, *body in step_rows:
-        body[3] = _text_array(body[3], f"steps[{body[0]}].evidence_ids")
-        bodies[position] = tuple(body)
-    return tuple(
-        (submission_id, e.stream_seq, e.kind, e.payload_canonical, e.payload_hash, e.prev_hash, e.entry_hash,
-         version, *body)
-        for e, body in zip(entries, bodies, strict=True)
-    )  # fmt: skip
-
-
-def _text_array(values: Sequence[Any], where: str) -> str:
-    """A ``text[]`` literal of ``values`` (each double-quoted, ``\\`` and ``"`` escaped): what the
-    COPY writes for ``evidence_ids``, built before the lock instead of by the driver inside it."""
-    items = []
-    for value in values:
-        if type(value) is not str:
-            raise InvalidDraftError("evidence ids must be strings", field_path=where)
-        if "\\" in value or '"' in value:
-            value = value.replace("\\", "\\\\").replace('"', '\\"')
-        items.append(f'"{value}"')
-    return "{" + ",".join(items) + "}"
 
 
 @dataclass
@@ -322,15 +294,15 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
                 )
             )
     # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
+    # The rows were made as UTF-8 COPY text by prepare; one write puts the positions in front.
+    data = entries_copy_data(
+        [(stored[0].global_seq, offer.copy_template, len(stored)) for offer, stored in new]
+    )
     with cur.copy(
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
-        write_row = copy.write_row
-        for offer, stored in new:
-            seq = stored[0].global_seq
-            for tail in offer.copy_rows:
-                write_row((seq, *tail))
-                seq += 1
+        # another client encoding: psycopg encodes the text itself, as write_row would have
+        copy.write(data if cur.connection.info.encoding == "utf-8" else data.decode("utf-8"))
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:

@@ -107,7 +107,7 @@ def _canonical(value: Any, where: str) -> str:
         raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
 
 
-def _entry_canonical(entry: EntryDraft, where: str) -> str:
+def _entry_canonical(entry: EntryDraft, index: int) -> str:
     """The entry's canonical payload text: a trusted precomputed one as it is, else computed.
 
     Trusted: a :class:`~ledger.store.hashing.CanonicalText` still attached to the dict it was made
@@ -120,11 +120,13 @@ def _entry_canonical(entry: EntryDraft, where: str) -> str:
     text = entry.canonical
     if type(text) is CanonicalText and text.made_from(entry.payload):
         return text.plain()
-    computed = (trace_step_text(entry.payload) if entry.kind == "trace.step" else None) or _canonical(
-        entry.payload, where
-    )
+    computed = trace_step_text(entry.payload) if entry.kind == "trace.step" else None
+    if computed is None:
+        computed = _canonical(entry.payload, f"entries[{index}].payload")
     if text is not None and computed != text:
-        raise InvalidDraftError("precomputed canonical text differs from the payload's", field_path=where)
+        raise InvalidDraftError(
+            "precomputed canonical text differs from the payload's", field_path=f"entries[{index}].payload"
+        )
     return computed
 
 
@@ -149,7 +151,7 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
             raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
     version = draft.engine_version
     drafts = draft.entries
-    texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(drafts)]
+    texts = [_entry_canonical(entry, i) for i, entry in enumerate(drafts)]
     hashes = [payload_hash(text) for text in texts]
     chain = chain_links(
         submission_id, [(entry.kind, h, version) for entry, h in zip(drafts, hashes, strict=True)]
@@ -409,7 +411,7 @@ def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, st
             raise InvalidDraftError(
                 f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
             )
-        text = _entry_canonical(entry, f"entries[{index}].payload")
+        text = _entry_canonical(entry, index)
         out.append((entry.kind, text, payload_hash(text)))
     return out
 

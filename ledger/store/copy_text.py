@@ -1,19 +1,20 @@
 """The entries table's COPY data, built as text-format bytes before the append lock.
 
 psycopg's ``copy.write_row`` adapts and escapes each value of each row (one Python call per
-entry, about ten per submission, inside the lock). Here ``prepare`` builds each entry row once,
-without its leading ``global_seq`` (:func:`entry_tails`), and :func:`entries_copy_data` only puts
-the positions in front under the lock, for one ``copy.write`` per batch. The bytes are the ones
-psycopg's text formatter (``psycopg._copy_base.format_row_text``) writes for the same row:
-``tests/unit/test_copy_text.py`` compares them value by value (hypothesis), and the stored rows
-are what PostgreSQL decodes from them either way:
+entry, about ten per submission, inside the lock). Here ``prepare`` builds a submission's entry
+rows once, with a ``%d`` placeholder for each ``global_seq`` (:func:`entries_template`), and
+:func:`entries_copy_data` only fills the positions in under the lock, for one ``copy.write`` per
+batch. The bytes are the ones psycopg's text formatter (``psycopg._copy_base.format_row_text``)
+writes for the same rows: ``tests/unit/test_copy_text.py`` compares them (hypothesis), and the
+stored rows are what PostgreSQL decodes from them either way:
 
 * ``None`` is ``\\N``; an ``int`` is its decimal ``repr``; a ``str`` is its UTF-8 bytes with
   backslash, BS, TAB, LF, VT, FF and CR escaped as ``\\\\``, ``\\b``, ``\\t``, ``\\n``, ``\\v``,
   ``\\f``, ``\\r`` (psycopg's set); columns are separated by TAB, rows end with LF.
 * PostgreSQL text cannot hold U+0000 (psycopg refuses it when dumping) and UTF-8 cannot hold a
   lone surrogate (psycopg's encoding raises): both are refused here, in ``prepare``, as
-  :class:`~ledger.errors.InvalidDraftError` with the field's path, before any transaction.
+  :class:`~ledger.errors.InvalidDraftError` with the field's path (a surrogate: its entry's),
+  before any transaction.
 * Only plain ``str`` and ``int`` are written; any other type is refused (the draft types say
   ``str``/``int``, and a value of another type is not guessed at).
 
@@ -33,7 +34,8 @@ __all__ = ["copy_field", "entries_copy_data", "entries_template", "text_array"]
 _ESCAPES = str.maketrans(
     {"\\": "\\\\", "\x08": "\\b", "\t": "\\t", "\n": "\\n", "\x0b": "\\v", "\x0c": "\\f", "\r": "\\r"}
 )
-_SPECIAL = b"\x00\x08\t\n\x0b\x0c\r\\%"  # what a COPY text value escapes (NUL: refused), and "%"
+_SPECIAL = ("\\", "%", "\t", "\n", "\r", "\x00", "\x08", "\x0b", "\x0c")
+"""What a COPY text value escapes (NUL: refused), and the template's ``%``."""
 _NULLS_NEXT = "\t".join(["\\N"] * 6) + "\n%d"  # an entry's six step columns when it is no trace.step
 
 
@@ -88,20 +90,26 @@ def entries_template(
     entry. ``steps``: by entry position, ``(step_index, step_id, step_type, evidence_ids, step_hash,
     canonical_step)``, ``evidence_ids`` a sequence of strings. ``submission_id``, ``stream_seq``,
     ``payload_hash``, ``prev_hash`` and ``entry_hash`` must be the ledger's own (a plain ``int``, and
-    ``0x`` + hex): they are written as they are. Every other value is checked: when the UTF-8 of
-    all of them together holds none of :data:`_SPECIAL`, there is nothing to escape; otherwise (or when a value is not a ``str``) the rows
-    are made again with each value through :func:`copy_field` (escaped, or refused with its path).
+    ``0x`` + hex): they are written as they are. Every other value is checked: when all of them
+    together hold none of :data:`_SPECIAL`, there is nothing to escape; otherwise (or when a value
+    is not a ``str``) the rows are made again with each value through :func:`copy_field` (escaped,
+    or refused with its path). A lone surrogate is refused by the UTF-8 encoding, with its entry.
     """
     if not entries:
         return b""
     user: list[Any] = []
     try:
         text = _joined(submission_id, version, entries, steps, user)
-        # nothing to escape or refuse when the values' UTF-8 holds none of NUL, BS, TAB, LF, VT,
-        # FF, CR, backslash and no "%" (UTF-8 never has an ASCII byte inside a multi-byte character)
-        probe = "".join(user).encode("utf-8")
-        clean = len(probe.translate(None, _SPECIAL)) == len(probe)
-    except (TypeError, UnicodeEncodeError):  # not a str, or a lone surrogate: the escaping pass names it
+        # nothing to escape or refuse when the values hold none of NUL, BS, TAB, LF, VT, FF, CR,
+        # backslash and no "%" (one memchr-like scan per character; a lone surrogate is refused
+        # by the encoding below)
+        probe = "".join(user)
+        clean = True
+        for special in _SPECIAL:
+            if special in probe:
+                clean = False
+                break
+    except TypeError:  # a value that is not a str: the escaping pass names it
         clean = False
     if not clean:
         text = _joined(submission_id, version, entries, steps, None)

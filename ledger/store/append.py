@@ -303,8 +303,10 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
     with cur.copy(
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
-        # another client encoding: psycopg encodes the text itself, as write_row would have
-        copy.write(data if cur.connection.info.encoding == "utf-8" else data.decode("utf-8"))
+        # UTF-8 is what psycopg's text dumper sends for a UTF8 or SQL_ASCII client encoding; for
+        # another one psycopg encodes the text itself, as write_row would have
+        utf8 = cur.connection.info.encoding in ("utf-8", "ascii")
+        copy.write(data if utf8 else data.decode("utf-8"))
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:

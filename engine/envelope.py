@@ -28,7 +28,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from engine.canonical import CanonicalizationError, canonical_bytes, hash_canonical, sha256, to_hex
+from engine.canonical import CanonicalizationError, canonical_bytes, hash_canonical, to_hex
+from engine.carried_inputs import InputsCanonical, inputs_preimage
 from engine.commitments import ItemCanonical, bundle_canonical
 from engine.jsonio import DEFAULT_MAX_DEPTH, StrictJSONError, loads_strict
 from engine.limits import (
@@ -213,6 +214,9 @@ class DecodedEnvelope:
     kept so the ledger need not canonicalise the inputs again; empty when not computed.
     ``evidence_items_canonical``: each evidence item's canonical bytes, made from the same dump,
     bound to this envelope's item objects (for ``run_pipeline``'s ``evidence_root``); None when not made.
+    ``inputs_canonical``: the inputs hash bound to the spec and bundle objects and the very bytes above
+    it was computed from, so the ledger's draft need not hash the pair again to trust those bytes
+    (:class:`~engine.carried_inputs.InputsCanonical`); None when not made.
     """
 
     envelope: Envelope
@@ -221,6 +225,7 @@ class DecodedEnvelope:
     prompt_spec_canonical: bytes = b""
     evidence_bundle_canonical: bytes = b""
     evidence_items_canonical: ItemCanonical | None = None
+    inputs_canonical: InputsCanonical | None = None
 
     @property
     def market_id(self) -> str:
@@ -263,17 +268,11 @@ def inputs_hash(envelope: Envelope) -> str:
     return to_hex(hash_canonical(pair))
 
 
-def inputs_preimage(prompt_spec_canonical: bytes, evidence_bundle_canonical: bytes) -> bytes:
-    """The canonical bytes of the ``{"prompt_spec", "evidence_bundle"}`` pair from those of its members
-    (keys in canonical order); :func:`inputs_hash` is the SHA-256 of it."""
-    return (
-        b'{"evidence_bundle":' + evidence_bundle_canonical + b',"prompt_spec":' + prompt_spec_canonical + b"}"
-    )
-
-
-def _canonical_inputs(envelope: Envelope) -> tuple[str, bytes, bytes, ItemCanonical | None]:
-    """``(inputs hash, prompt spec bytes, evidence bundle bytes, item bytes)``, each member canonicalised
-    once (the items' bytes come from the bundle's dump, see :func:`engine.commitments.bundle_canonical`).
+def _canonical_inputs(envelope: Envelope) -> tuple[InputsCanonical, ItemCanonical | None]:
+    """The inputs hash with the prompt spec's and the evidence bundle's canonical bytes it was computed
+    from (:class:`~engine.carried_inputs.InputsCanonical`), and the items' bytes, each member
+    canonicalised once (the items' bytes come from the bundle's dump, see
+    :func:`engine.commitments.bundle_canonical`).
 
     A member that cannot be canonicalised is re-run through :func:`inputs_hash`, so the error (and
     its JSON path) is the one the pair gives.
@@ -284,7 +283,7 @@ def _canonical_inputs(envelope: Envelope) -> tuple[str, bytes, bytes, ItemCanoni
     except CanonicalizationError:
         inputs_hash(envelope)
         raise
-    return to_hex(sha256(inputs_preimage(spec, bundle))), spec, bundle, items
+    return InputsCanonical(envelope.prompt_spec, envelope.evidence_bundle, spec, bundle), items
 
 
 def idempotency_key(envelope: Envelope, digest: str | None = None) -> str:
@@ -424,10 +423,19 @@ def validate_envelope(document: Any, raw: bytes | None = None) -> DecodedEnvelop
     check_storable_ids(envelope)
     check_consistency(envelope)
     try:
-        digest, spec, bundle, items = _canonical_inputs(envelope)
+        inputs, items = _canonical_inputs(envelope)
     except CanonicalizationError as exc:
         raise EnvelopeError(Reason.NOT_CANONICAL, exc.reason, exc.path) from exc
-    return DecodedEnvelope(envelope, idempotency_key(envelope, digest), digest, spec, bundle, items)
+    digest = inputs.inputs_hash
+    return DecodedEnvelope(
+        envelope,
+        idempotency_key(envelope, digest),
+        digest,
+        inputs.prompt_spec_canonical,
+        inputs.evidence_bundle_canonical,
+        items,
+        inputs,
+    )
 
 
 def decode_envelope(

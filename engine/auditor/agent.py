@@ -11,16 +11,15 @@ randomness, and no iteration over sets into output, so the same inputs give the 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, NamedTuple
 
 from engine.auditor.analysis import analyse
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
-from engine.auditor.reasoning.claim_extraction import ClaimExtractor
+from engine.auditor.reasoning.claim_extraction import ClaimExtractor, short_sha256_hex
 from engine.auditor.trace_builder import build_steps_committed
 from engine.auditor.verification.logic_sanity import LogicSanityChecker
-from engine.auditor.verification.trace_policy import TracePolicyVerifier
+from engine.auditor.verification.trace_policy import TracePolicyVerifier, passing_check
 from engine.schemas import (
     CheckResult,
     EvidenceBundle,
@@ -36,7 +35,7 @@ __all__ = ["AuditOutcome", "AuditorAgent", "trace_id_for"]
 
 def trace_id_for(bundle_id: str) -> str:
     """Cournot's trace id: ``trace_`` + the first 8 bytes of ``sha256(bundle_id)`` as hex."""
-    return "trace_" + hashlib.sha256(bundle_id.encode("utf-8")).hexdigest()[:16]
+    return "trace_" + short_sha256_hex(bundle_id.encode("utf-8"))[:16]
 
 
 class AuditOutcome(NamedTuple):
@@ -104,7 +103,16 @@ class AuditorAgent:
             steps=built.steps,
             evidence_refs=list(dict.fromkeys(item.evidence_id for item in evidence.items)),
         )
-        structure = TracePolicyVerifier().verify_built(trace, prompt_spec, evidence, built.sound)
+        # ``verify_built`` without its wrapper model: the passing check alone when the built trace
+        # passes, else every rule's result (``verify``), whose fields are carried over.
+        verifier = TracePolicyVerifier()
+        count = verifier.built_passes(trace, evidence, built.sound)
+        if count:
+            structure_checks = [passing_check(count)]
+            challenge, error = None, None
+        else:
+            structure = verifier.verify(trace, prompt_spec, evidence)
+            structure_checks, challenge, error = structure.checks, structure.challenge, structure.error
         checks: list[CheckResult] = []
         if policy_problems:
             message = "audit_policy settings ignored: " + "; ".join(policy_problems)
@@ -112,12 +120,12 @@ class AuditorAgent:
         checks.extend(sanity.checks)
         checks.extend(analysis.event_checks)
         checks.extend(analysis.contradictions)
-        checks.extend(structure.checks)
+        checks.extend(structure_checks)
         verification = trusted(
             VerificationResult,
             ok=all(check.ok for check in checks),
             checks=checks,
-            challenge=structure.challenge,
-            error=structure.error,
+            challenge=challenge,
+            error=error,
         )
         return AuditOutcome(trace, verification, built.plains, built.preimages)

@@ -30,7 +30,9 @@ from engine.commitments import step_preimage
 from engine.schemas import (
     DataRequirement,
     EvidenceBundle,
+    EvidenceItem,
     PromptSpec,
+    Provenance,
     ReasoningStep,
     StepType,
 )
@@ -74,6 +76,8 @@ def _unique(values: Iterable[Any]) -> list[Any]:
 
     ``Any``, not ``str``: a compiled build must not refuse a stray non-string id with a
     ``TypeError`` before :meth:`_Steps._holds` can answer False for it."""
+    if type(values) is list and len(values) <= 1:
+        return list(values)  # nothing to drop (and a copy, as the general path makes)
     return list({value: None for value in values})
 
 
@@ -151,12 +155,39 @@ class _Steps:
         for evidence_id in cited:
             if type(evidence_id) is not str or evidence_id not in known:
                 return False
-        if not VERDICT_KEYS.isdisjoint(output):
-            return False
+        for key in output:  # ``VERDICT_KEYS.isdisjoint(output)`` as a native loop
+            if key in VERDICT_KEYS:
+                return False
         variables = output.get("evaluation_variables")
         if variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
             return False
         return not holds_key(inputs, EXTERNAL_FACT_KEYS, 0)
+
+
+def _item_inputs(item: EvidenceItem) -> dict[str, Any]:
+    """An extract step's input for one item (``valid`` is :attr:`EvidenceItem.is_valid`)."""
+    provenance = item.provenance
+    if type(item) is EvidenceItem and type(provenance) is Provenance:
+        # The models' own field dicts (one attribute read each instead of one per field); ``valid``
+        # is the ``is_valid`` property's expression. Subclasses, which may override a field with a
+        # property, take the attribute path below.
+        fields, origin = item.__dict__, provenance.__dict__
+        return {
+            "content_type": fields["content_type"],
+            "evidence_id": fields["evidence_id"],
+            "requirement_id": fields["requirement_id"],
+            "source_id": origin["source_id"],
+            "tier": origin["tier"],
+            "valid": fields["success"] and fields["error"] is None,
+        }
+    return {
+        "content_type": item.content_type,
+        "evidence_id": item.evidence_id,
+        "requirement_id": item.requirement_id,
+        "source_id": provenance.source_id,
+        "tier": provenance.tier,
+        "valid": item.is_valid,
+    }
 
 
 def _requirement_inputs(
@@ -214,25 +245,18 @@ def build_steps_committed(
 ) -> BuiltSteps:
     """:func:`build_steps_checked` plus, with ``commit``, each step's canonical plain value and bytes
     (empty lists without it)."""
-    all_ids = _unique(item.evidence_id for item in evidence.items)
+    items = evidence.items  # each model field is read once: a Pydantic attribute read is not cheap
+    item_inputs = [_item_inputs(item) for item in items]
+    all_ids = _unique([entry["evidence_id"] for entry in item_inputs])
     steps = _Steps(all_ids, commit)
     order = list(sanity.requirement_ids)
-    item_chunk, requirement_chunk = plan_chunks(len(evidence.items), len(order), config.max_steps)
+    item_chunk, requirement_chunk = plan_chunks(len(items), len(order), config.max_steps)
     extract_of: dict[int, str] = {}
-    for chunk in _chunks(list(range(len(evidence.items))), item_chunk):
-        inputs = [
-            {
-                "content_type": evidence.items[index].content_type,
-                "evidence_id": evidence.items[index].evidence_id,
-                "requirement_id": evidence.items[index].requirement_id,
-                "source_id": evidence.items[index].provenance.source_id,
-                "tier": evidence.items[index].provenance.tier,
-                "valid": evidence.items[index].is_valid,
-            }
-            for index in chunk
-        ]
-        outputs = [claims.items[index].to_output() for index in chunk]
-        ids = [evidence.items[index].evidence_id for index in chunk]
+    claim_items = claims.items
+    for chunk in _chunks(list(range(len(items))), item_chunk):
+        inputs = [item_inputs[index] for index in chunk]
+        outputs = [claim_items[index].to_output() for index in chunk]
+        ids = [item_inputs[index]["evidence_id"] for index in chunk]
         step_id = steps.add("extract", "extract_claims", {"items": inputs}, {"items": outputs}, ids, [])
         extract_of.update(dict.fromkeys(chunk, step_id))
     requirements = {r.requirement_id: r for r in prompt_spec.data_requirements}

@@ -81,7 +81,17 @@ def trusted(cls: type[M], **values: Any) -> M:
     return instance
 
 
-_STEP_FIELDS = frozenset({"step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids"})
+_STEP_FIELDS: Final = frozenset(
+    {"step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids"}
+)
+
+_STEP_TEMPLATE: Final[dict[str, Any]] = {
+    "schema_version": SCHEMA_VERSION,
+    **dict.fromkeys(("step_id", "type", "inputs", "action", "output", "evidence_ids", "prior_step_ids")),
+    "hash_commitment": None,
+}
+"""A built step's ``__dict__`` in field order, constants filled: copying it (a clone of its keys
+table) and replacing seven values costs less than inserting nine keys into a new dict."""
 
 
 def trusted_step(
@@ -95,25 +105,24 @@ def trusted_step(
     prior_step_ids: list[str],
 ) -> M:
     """:func:`trusted` for a ``ReasoningStep`` built by the trace builder (no ``hash_commitment``)."""
+    data = _STEP_TEMPLATE.copy()  # a clone of the keys table; each store below replaces a value
+    data["step_id"] = step_id
+    data["type"] = step_type
+    data["inputs"] = inputs
+    data["action"] = action
+    data["output"] = output
+    data["evidence_ids"] = evidence_ids
+    data["prior_step_ids"] = prior_step_ids
     instance = _new(cls)
-    _SET_DICT(
-        instance,
-        {
-            "schema_version": SCHEMA_VERSION,
-            "step_id": step_id,
-            "type": step_type,
-            "inputs": inputs,
-            "action": action,
-            "output": output,
-            "evidence_ids": evidence_ids,
-            "prior_step_ids": prior_step_ids,
-            "hash_commitment": None,
-        },
-    )
+    _SET_DICT(instance, data)
     _SET_FIELDS_SET(instance, set(_STEP_FIELDS))
     _SET_EXTRA(instance, None)
     _SET_PRIVATE(instance, None)
     return instance
+
+
+_CHECK_FIELDS: Final = frozenset({"check_id", "ok", "severity", "message", "details"})
+"""Copied per check: a set built from a frozenset copies its hashed table (no per-name insert)."""
 
 
 def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: Any, details: Any) -> M:
@@ -130,6 +139,8 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
     ):
         return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
     instance = _new(cls)
+    # A dict display here: for five keys, copying a template and replacing each value measured no
+    # cheaper (unlike the step's nine, two of them constants: see ``_STEP_TEMPLATE``).
     _SET_DICT(
         instance,
         {
@@ -140,7 +151,7 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
             "details": dict(details) if details else {},
         },
     )
-    _SET_FIELDS_SET(instance, {"check_id", "ok", "severity", "message", "details"})
+    _SET_FIELDS_SET(instance, set(_CHECK_FIELDS))
     _SET_EXTRA(instance, None)
     _SET_PRIVATE(instance, None)
     return instance

@@ -23,7 +23,6 @@ from ledger.store.payloads import (
     audit_payload,
     received_payload,
     step_draft,
-    trace_step_entry,
     verdict_payload,
 )
 from ledger.store.records import EntryDraft, OperationalInfo, StepDraft, SubmissionDraft
@@ -62,16 +61,76 @@ def _step_drafts(result: PipelineResult) -> list[StepDraft]:
     if len(texts) != len(steps):
         return [_recomputed_step(index, step, hashes[index]) for index, step in enumerate(steps)]
     return [
-        StepDraft(
-            step_index=index,
-            step_id=step.step_id,
-            step_type=step.type,
-            evidence_ids=tuple(step.evidence_ids),
-            step_hash=hashes[index],
-            canonical_step=texts[index].decode("utf-8"),
+        _new_step_draft(
+            index,
+            step.step_id,
+            step.type,
+            tuple(step.evidence_ids),
+            hashes[index],
+            texts[index].decode("utf-8"),
         )
         for index, step in enumerate(steps)
     ]
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def _new_step_draft(
+    step_index: int,
+    step_id: str,
+    step_type: str,
+    evidence_ids: tuple[str, ...],
+    step_hash: str,
+    canonical_step: str,
+) -> StepDraft:
+    """``StepDraft(...)`` with its ``__dict__`` set at once instead of by ``__init__``'s six
+    ``object.__setattr__`` calls: the same frozen instance (equal, same repr; pinned in the tests).
+    It has no ``__post_init__`` to skip."""
+    draft = _new_object(StepDraft)
+    _set_attribute(
+        draft,
+        "__dict__",
+        {
+            "step_index": step_index,
+            "step_id": step_id,
+            "step_type": step_type,
+            "evidence_ids": evidence_ids,
+            "step_hash": step_hash,
+            "canonical_step": canonical_step,
+        },
+    )
+    return draft
+
+
+_CHECKED_KINDS = frozenset({"submission.received", "trace.step", "audit.completed", "verdict.issued"})
+"""The kinds this module writes; each is one of ``ENTRY_KINDS`` (pinned in the tests)."""
+
+
+def _new_entry(kind: str, payload: dict[str, Any], canonical: str | None = None) -> EntryDraft:
+    """``EntryDraft(kind, payload, canonical)`` with its ``__dict__`` set at once: the same frozen record.
+
+    ``EntryDraft.__post_init__`` checks that the kind is one of ``ENTRY_KINDS`` and the payload a
+    dict; it is skipped only when both are seen to hold here (a kind of :data:`_CHECKED_KINDS`, an
+    exact ``dict``). Anything else goes through the constructor and its checks.
+    """
+    if type(payload) is not dict or kind not in _CHECKED_KINDS:
+        return EntryDraft(kind, payload, canonical)
+    entry = _new_object(EntryDraft)
+    _set_attribute(entry, "__dict__", {"kind": kind, "payload": payload, "canonical": canonical})
+    return entry
+
+
+def _trace_step_entry(step: StepDraft) -> EntryDraft:
+    """:func:`~ledger.store.payloads.trace_step_entry` of ``step`` (the same payload, pinned in the tests)."""
+    payload = {
+        "step_index": step.step_index,
+        "step_id": step.step_id,
+        "step_type": step.step_type,
+        "step_hash": step.step_hash,
+    }
+    return _new_entry("trace.step", payload)
 
 
 def _recomputed_step(index: int, step: ReasoningStep, engine_hash: str) -> StepDraft:
@@ -88,9 +147,10 @@ def _carried_inputs(
 ) -> dict[str, bytes]:
     """Canonical bytes already made for the inputs in ``received``, each checked against its hash.
 
-    The decoder's prompt-spec and evidence-bundle bytes are used when the pair they form hashes to
-    the payload's ``inputs_hash`` and the spec's bytes to its ``prompt_spec_hash``; else the
-    engine's prompt-spec bytes when they hash to ``prompt_spec_hash``; else none.
+    The decoder's prompt-spec and evidence-bundle bytes are used when the pair they form is the
+    preimage of the payload's ``inputs_hash`` (:func:`_pair_is_committed`) and the spec's bytes hash
+    to its ``prompt_spec_hash``; else the engine's prompt-spec bytes when they hash to
+    ``prompt_spec_hash``; else none.
     """
     spec_hash = received.get("prompt_spec_hash")
     spec, bundle = decoded.prompt_spec_canonical, decoded.evidence_bundle_canonical
@@ -98,13 +158,32 @@ def _carried_inputs(
         spec
         and bundle
         and text_sha256_bytes(spec) == spec_hash
-        and text_sha256_bytes(inputs_preimage(spec, bundle)) == received.get("inputs_hash")
+        and _pair_is_committed(received, decoded, spec, bundle)
     ):
         return {"prompt_spec": spec, "evidence_bundle": bundle}
     spec = result.prompt_spec_canonical
     if spec and text_sha256_bytes(spec) == spec_hash:
         return {"prompt_spec": spec}
     return {}
+
+
+def _pair_is_committed(
+    received: dict[str, Any], decoded: DecodedEnvelope, spec: bytes, bundle: bytes
+) -> bool:
+    """Whether ``inputs_hash`` in ``received`` is the SHA-256 of the pair of ``spec`` and ``bundle``.
+
+    Proved by identity when the decoder's :class:`~engine.carried_inputs.InputsCanonical` was made
+    from the very spec and bundle objects the payload holds, these very bytes and this hash (the
+    decoder hashed that pair); anything else (no proof, a copied or swapped object, other bytes,
+    another hash) hashes the pair here, as before.
+    """
+    committed = received.get("inputs_hash")
+    proof = decoded.inputs_canonical
+    if proof is not None and proof.vouches_for(
+        received.get("prompt_spec"), received.get("evidence_bundle"), spec, bundle, committed
+    ):
+        return True
+    return text_sha256_bytes(inputs_preimage(spec, bundle)) == committed
 
 
 def _received_canonical(
@@ -136,7 +215,7 @@ def submission_draft(
             "evidence_root": roots.evidence_root,
         },
         status="audited",
-        entries=[received, *(trace_step_entry(step) for step in steps), audited, verdict],
+        entries=[received, *[_trace_step_entry(step) for step in steps], audited, verdict],
         steps=steps,
         operational=operational,
         engine_version=result.engine_version,
@@ -177,8 +256,8 @@ def payload_entries(
         "step_hashes": result.step_hashes,
     }
     return (
-        EntryDraft("submission.received", received, canonical=_received_canonical(received, decoded, result)),
-        EntryDraft(
+        _new_entry("submission.received", received, _received_canonical(received, decoded, result)),
+        _new_entry(
             "audit.completed",
             audit_payload(
                 verification_result=result.audit_verification,
@@ -187,7 +266,7 @@ def payload_entries(
                 trace=trace_header,
             ),
         ),
-        EntryDraft(
+        _new_entry(
             "verdict.issued",
             verdict_payload(
                 verdict=result.verdict, roots=roots, judge_verification=result.judge_verification

@@ -223,7 +223,10 @@ class CanonicalText(str):
         if payload is not self._payload or len(payload) != len(self._members):
             return False
         get = payload.get
-        return all(get(key, _ABSENT) is value for key, value in self._members)
+        for key, value in self._members:  # noqa: SIM110 (a loop: no generator per call, ~1 us of prepare)
+            if get(key, _ABSENT) is not value:
+                return False
+        return True
 
     def plain(self) -> str:
         """The same characters as an exact ``str`` (what is stored; it holds no payload reference)."""
@@ -238,7 +241,7 @@ def canonical_payload(
     ``carried``: canonical UTF-8 bytes the engine already made for some top-level members (the
     caller has checked them against the hashes the payload commits to). The text is then put
     together member by member in canonical key order, those members as they are and the others
-    canonicalised here; without them (or when a key is not an ASCII string) the payload is
+    canonicalised here; without them (or when a key is not a string of ASCII needing no escaping) the payload is
     canonicalised whole. None when ``payload`` cannot be canonicalised: the draft then carries no
     text and ``prepare`` raises the error with its path, as for any other draft.
 
@@ -246,15 +249,39 @@ def canonical_payload(
     ``prepare`` costs less than making the text here and checking that it is still attached there.
     """
     try:
-        if carried and all(type(key) is str and key.isascii() for key in payload):
-            members = [
-                f"{quote(key)}:{carried[key].decode('utf-8') if key in carried else canonical_text(value)}"
-                for key, value in sorted(payload.items())
-                if value is not None
-            ]
-            text = "{" + ",".join(members) + "}"
-        else:
+        text = _spliced(payload, carried) if carried else None
+        if text is None:
             text = canonical_text(payload)
     except (CanonicalizationError, UnicodeDecodeError):  # no text: prepare's exact path reports it
         return None
     return CanonicalText(text, payload, _MINT)
+
+
+def _spliced(payload: dict[str, Any], carried: Mapping[str, bytes]) -> str | None:
+    """:func:`canonical_payload`'s text put together member by member; None unless every key is a
+    string of ASCII that needs no JSON escaping (then its text is the key between quotes and the
+    key order is code-point order).
+
+    A member's text is its carried bytes as they are; for a string of ASCII that needs no escaping
+    (the hex hashes) the string between quotes, as :func:`canonical_text` writes it (pinned
+    character by character in the tests); anything else :func:`canonical_text`'s (compiled: faster
+    than writing a small dict here). None members are dropped, as the canonical form drops them.
+    """
+    for key in payload:  # exact strings only (a subclass may sort or print otherwise)
+        if type(key) is not str:
+            return None
+    keys = "".join(payload)
+    if not keys.isascii() or _NEEDS_ESCAPE.search(keys) is not None:
+        return None
+    members = []
+    for key, value in sorted(payload.items()):
+        if value is None:
+            continue
+        if key in carried:
+            member = carried[key].decode("utf-8")
+        elif type(value) is str and value.isascii() and _NEEDS_ESCAPE.search(value) is None:
+            member = f'"{value}"'
+        else:
+            member = canonical_text(value)
+        members.append(f'"{key}":{member}')
+    return "{" + ",".join(members) + "}"

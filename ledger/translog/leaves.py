@@ -235,7 +235,12 @@ class ProvenLeaves:
 
     def get(self, global_seq: int) -> bytes | None:
         """The leaf hash of entry ``global_seq``, or None when it was not proven."""
-        index = leaf_index_for(global_seq)
+        index = global_seq - 1  # leaf_index_for, inline: this runs once per entry of the log check
         if 0 <= index < len(self._present) and self._present[index]:
             return bytes(self._hashes[32 * index : 32 * index + 32])
         return None
+
+    def has(self, global_seq: int) -> bool:
+        """Was entry ``global_seq`` proven (:meth:`get` is not None), without copying its leaf?"""
+        index = global_seq - 1
+        return 0 <= index < len(self._present) and self._present[index] == 1

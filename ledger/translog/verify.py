@@ -22,6 +22,7 @@ cannot rewrite: pass it in ``external_notes``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -174,6 +175,20 @@ class _TileLeaves:
         return [(seq, submission, (0, seq - 1), leaf) for seq, submission, leaf in self.leaves]
 
 
+def _tile_root(leaves: list[bytes]) -> bytes:
+    """The root of a whole tile (:data:`TILE_WIDTH` leaf hashes of 32 bytes): the same root as
+    :func:`~engine.merkle.rfc6962.root_from_leaf_hashes`, which a tree of a power-of-two size
+    splits in halves down to pairs, computed level by level here without recursion. Anything
+    else goes to that function, which decides (and raises where it raises)."""
+    if len(leaves) != TILE_WIDTH or any(len(leaf) != HASH_SIZE or type(leaf) is not bytes for leaf in leaves):
+        return root_from_leaf_hashes(leaves)
+    sha256 = hashlib.sha256
+    level = leaves
+    while len(level) > 1:  # halves of a power of two: every level pairs up exactly
+        level = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return level[0]
+
+
 class _Scan:
     """State of the pass over the entries."""
 
@@ -214,7 +229,7 @@ class _Scan:
         """Append a whole aligned tile of leaves: its root is appended to the frontier scaled by a tile
         (a frontier whose size is a multiple of 256 holds only subtrees of 256 leaves or more)."""
         start = self.frontier.size
-        root = root_from_leaf_hashes([leaf for _, _, leaf in leaves])
+        root = _tile_root([leaf for _, _, leaf in leaves])
         scaled = Frontier(start >> TILE_HEIGHT, self.frontier.subtree_roots)
         scaled, subtrees = scaled.append_with_subtrees(root)
         self.frontier = Frontier(start + TILE_WIDTH, scaled.subtree_roots)
@@ -415,7 +430,7 @@ def _read(connection: Database, after: int, proven: ProvenLeaves | None) -> list
         "ORDER BY global_seq LIMIT %(limit)s",
         {"after": after, "limit": SCAN_BATCH},
     )
-    unproven = [row["global_seq"] for row in rows if proven.get(row["global_seq"]) is None]
+    unproven = [row["global_seq"] for row in rows if not proven.has(row["global_seq"])]
     if not unproven:
         return rows
     whole = run_dicts(

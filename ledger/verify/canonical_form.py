@@ -80,10 +80,14 @@ def _plain_value(value: Any) -> bool:
     kind = type(value)
     if kind is str or kind is int or kind is bool:
         return True
+    # typed containers: mypyc then iterates them natively (on an ``Any`` it calls ``.values()`` and
+    # iterates through the generic protocol, about a third more CPU over the ledger's payloads)
     if kind is dict:
-        return all(_plain_value(item) for item in value.values())
+        mapping: dict[Any, Any] = value
+        return all(_plain_value(item) for item in mapping.values())
     if kind is list:
-        return all(_plain_value(item) for item in value)
+        sequence: list[Any] = value
+        return all(_plain_value(item) for item in sequence)
     if kind is float:
         magnitude: float = abs(value)
         return magnitude == 0.0 or 1e-4 <= magnitude < 1e16

@@ -157,11 +157,17 @@ def steps_of(entries: Sequence[EntryRow]) -> list[StepRow]:
 
 def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
     ids = [head[0] for head in heads]
-    rows = conn.execute(
-        f"SELECT {ENTRY_ROW_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
-        "ORDER BY submission_id, stream_seq",  # sorted by the server: less work in this process
-        {"ids": ids},
-    ).fetchall()
+    # Binary results: the same Python values (text and text[] as str and lists of str, integers as
+    # int) with less parsing here: integers and arrays are not read back from their text form.
+    rows = (
+        conn.cursor(binary=True)
+        .execute(
+            f"SELECT {ENTRY_ROW_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
+            "ORDER BY submission_id, stream_seq",  # sorted by the server: less work in this process
+            {"ids": ids},
+        )
+        .fetchall()
+    )
     entries = {sid: list(group) for sid, group in groupby(map(_new_entry, rows), key=_SUBMISSION_OF_ENTRY)}
     groups = []
     for sid, key, market_id, bundle_id, status, input_hashes, version in heads:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger.store.hashing import canonical_text
-from ledger.verify.canonical_form import MISSING, parse_canonical, top_level_value
+from ledger.verify.canonical_form import MISSING, _plain_value, parse_canonical, top_level_value
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [1e-05, 5e-05, 2.5e-05, 1e-07, 0.0001, 1e16, 1e22, -0.0, 95000.0, 1.2345678901234568e17]
@@ -75,6 +75,23 @@ def test_parse_canonical_of_orjson_output_agrees_with_the_reference(value: Any) 
     except (TypeError, orjson.JSONEncodeError):  # ints beyond 64 bits: orjson writes no text to judge
         return
     assert parse_canonical(text)[1] is (canonical_text(json.loads(text)) == text)
+
+
+def _plain_reference(value: Any) -> bool:
+    """The rule :func:`_plain_value` implements, written plainly: no None, floats only in range."""
+    if isinstance(value, dict):
+        return all(_plain_reference(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_plain_reference(item) for item in value)
+    if isinstance(value, float):
+        return value == 0.0 or 1e-4 <= abs(value) < 1e16
+    return value is not None and type(value) in (str, int, bool)
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES | st.lists(VALUES, max_size=3).map(tuple))
+def test_plain_value_is_the_plain_rule(value: Any) -> None:
+    assert _plain_value(value) is _plain_reference(value)
 
 
 PRESENT = VALUES.filter(lambda value: value is not None)  # a None member is dropped, not a part

@@ -77,6 +77,8 @@ def test_check_result_helpers_equal_validated_checks(factory: Any) -> None:
     )
     assert check == expected and check.details is not details
     assert factory("x.y", "message") == factory("x.y", "message", {})
+    assert list(vars(check)) == list(vars(expected))  # the same field order in __dict__
+    assert vars(factory("x.y", "message")) is not vars(factory("x.y", "message"))  # fresh dicts
 
 
 def test_check_result_helpers_still_validate_bad_values() -> None:
@@ -165,6 +167,9 @@ def test_trusted_step_equals_validated_step() -> None:
     assert built == validated
     assert built.model_fields_set == validated.model_fields_set
     assert canonical_bytes(built) == canonical_bytes(validated)
+    assert list(vars(built)) == list(vars(validated))  # the same field order in __dict__
+    again = trusted_step(ReasoningStep, step_type="check", **values)
+    assert again.type == "check" and built.type == "map" and vars(again) is not vars(built)
 
 
 @given(values)

@@ -51,3 +51,12 @@ def test_add_many_refuses_what_add_refuses(bad: str) -> None:
         proven.add_many([(2, bad)])
     with pytest.raises(ValueError, match="global_seq must be positive"):
         proven.add_many([(0, HASH)])
+
+
+def test_has_says_what_get_says_without_the_leaf() -> None:
+    proven = ProvenLeaves(capacity=6)
+    proven.add_many([(2, HASH), (5, HASH), (9, HASH)])  # 9 is beyond the capacity: not held
+    assert [proven.has(seq) for seq in range(-1, 12)] == [
+        proven.get(seq) is not None for seq in range(-1, 12)
+    ]
+    assert [seq for seq in range(-1, 12) if proven.has(seq)] == [2, 5]

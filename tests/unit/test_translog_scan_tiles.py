@@ -7,7 +7,8 @@ import hashlib
 
 import pytest
 
-from ledger.translog.verify import TILE_WIDTH, _Node, _Scan, _TileLeaves
+from engine.merkle.rfc6962 import root_from_leaf_hashes
+from ledger.translog.verify import TILE_WIDTH, _Node, _Scan, _tile_root, _TileLeaves
 
 
 def _leaves(count: int) -> list[tuple[int, str, bytes]]:
@@ -38,3 +39,12 @@ def test_tile_appends_match_leaf_appends(stored_size: int, first_leaves: int) ->
     assert all(not isinstance(item, _TileLeaves) for item in nodes_by_leaf)
     assert _expanded(nodes_by_tile) == nodes_by_leaf
     assert len(nodes_by_leaf) == min(stored_size, len(leaves)) + min(stored_size, len(leaves)) // TILE_WIDTH
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 255, TILE_WIDTH, 257])
+def test_a_tile_root_is_the_reference_root(count: int) -> None:
+    hashes = [leaf for _, _, leaf in _leaves(count)]
+    assert _tile_root(hashes) == root_from_leaf_hashes(hashes)
+    hashes[count // 2] = hashes[count // 2][:31]  # not a hash: refused as the reference refuses it
+    with pytest.raises(ValueError, match="must be 32 bytes"):
+        _tile_root(hashes)

@@ -149,3 +149,44 @@ def test_follow_ups_refuse_a_given_text_that_differs() -> None:
         prepare_follow_ups(
             [EntryDraft("reasoning.verified", payload, canonical='{"attempt":2,"status":"ok"}')]
         )
+
+
+_ODD_STRINGS = [chr(code) for code in range(128)] + [
+    "",
+    "0x" + "ab" * 32,
+    'a"b',
+    "a\\b",
+    "é",
+    "\u2028",
+    "😀",
+    "x\x7f",
+]
+
+
+@pytest.mark.parametrize("value", _ODD_STRINGS)
+def test_a_spliced_string_member_is_written_as_canonical_text_writes_it(value: str) -> None:
+    payload: dict[str, Any] = {"carried": "c", "value": value, "int": 1, "none": None}
+    text = canonical_payload(payload, {"carried": b'"c"'})
+    assert text is not None
+    assert text == canonical_text(payload)
+
+
+@pytest.mark.parametrize("key", ['a"b', "a\\b", "tab\t", "é", "\x00", "\x7f", ""])
+def test_a_key_needing_escaping_or_not_ascii_takes_the_whole_canonicalisation(key: str) -> None:
+    payload: dict[str, Any] = {"carried": "c", key: "v", "z": {"q": True}}
+    text = canonical_payload(payload, {"carried": b'"c"'})
+    assert text is not None
+    assert text == canonical_text(payload)
+
+
+class _Key(str):
+    """A string key of another type: the splice leaves such a payload to the whole canonicalisation."""
+
+
+def test_a_key_of_another_type_takes_the_whole_canonicalisation() -> None:
+    payload: dict[Any, Any] = {"carried": "c", _Key("k"): "v"}
+    whole = canonical_payload(dict(payload))
+    assert canonical_payload(payload, {"carried": b'"c"'}) == whole
+    assert canonical_payload({"carried": "c", 1: "v"}, {"carried": b'"c"'}) == canonical_payload(
+        {"carried": "c", 1: "v"}
+    )

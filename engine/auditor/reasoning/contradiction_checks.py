@@ -15,6 +15,7 @@ decisive or when every claim still leads to the same event outcome.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -44,6 +45,42 @@ def _exact_tolerance(relative_tolerance: float) -> Fraction:
     return Fraction(relative_tolerance)
 
 
+def _ratio(value: Any) -> tuple[int, int] | None:
+    """``value`` as the exact ``(numerator, denominator > 0)`` that ``Fraction(value)`` holds, for an int
+    or a finite float; None for anything else (those take the :func:`relative_spread` path)."""
+    kind = type(value)
+    if kind is int:
+        number: int = value
+        return number, 1
+    if kind is float and math.isfinite(value):
+        numerator, denominator = float.as_integer_ratio(value)
+        return numerator, denominator
+    return None
+
+
+def _within_tolerance(low: Any, high: Any, tolerance: Fraction, numerator: int, denominator: int) -> bool:
+    """``relative_spread(low, high) <= tolerance`` (``tolerance == numerator / denominator``), exactly.
+
+    Ints and finite floats are compared by cross-multiplying their exact integer ratios, which is
+    the comparison the Fractions make, without building them; any other value (or ``high < low``)
+    takes :func:`relative_spread` itself.
+    """
+    low_ratio, high_ratio = _ratio(low), _ratio(high)
+    if low_ratio is None or high_ratio is None:
+        return relative_spread(low, high) <= tolerance
+    a, b = low_ratio
+    c, d = high_ratio
+    difference = c * b - a * d  # (high - low) * b * d
+    if difference < 0:
+        return relative_spread(low, high) <= tolerance
+    # scale = max(|a|/b, |c|/d) as scale_num / scale_den
+    scale_num, scale_den = (abs(a), b) if abs(a) * d >= abs(c) * b else (abs(c), d)
+    if scale_num == 0:
+        return True  # both are 0: the spread is 0, within every tolerance (which is >= 0)
+    # difference / (b * d) <= (numerator / denominator) * (scale_num / scale_den), all denominators > 0
+    return difference * denominator * scale_den <= numerator * scale_num * b * d
+
+
 class ContradictionChecker:
     """Detect numeric and boolean contradictions; ``relative_tolerance`` comes from the audit policy."""
 
@@ -54,6 +91,7 @@ class ContradictionChecker:
             raise ValueError("relative_tolerance must be within [0, 1]")
         self.relative_tolerance = relative_tolerance
         self._tolerance = _exact_tolerance(relative_tolerance)
+        self._tolerance_ratio = (self._tolerance.numerator, self._tolerance.denominator)
 
     def check(
         self,
@@ -110,9 +148,10 @@ class ContradictionChecker:
     def _numeric(self, members: Sequence[Claim]) -> dict[str, Any] | None:
         values = [claim.value for claim in members]
         low, high = min(values), max(values)
-        spread = relative_spread(low, high)
-        if spread <= self._tolerance:
+        numerator, denominator = self._tolerance_ratio
+        if _within_tolerance(low, high, self._tolerance, numerator, denominator):
             return None
+        spread = relative_spread(low, high)
         return {
             "high": high,
             "low": low,

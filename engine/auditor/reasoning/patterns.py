@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeGuard
 
 from engine.auditor.reasoning.regex_guard import regex_risk
 from engine.auditor.record import Record
@@ -72,6 +72,14 @@ class ExtractionSpec(Record):
         self.problems: Final = problems
 
 
+def _is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    """``isinstance(value, Mapping)``, answering dicts and None without the ABC's instance check."""
+    kind = type(value)
+    if kind is dict:
+        return True
+    return value is not None and isinstance(value, Mapping)
+
+
 def compile_pattern(pattern: str, max_chars: int) -> re.Pattern[str] | str:
     """Compile ``pattern`` once (cached); returns the regex or a message saying why it was refused."""
     if len(pattern) > max_chars:
@@ -98,11 +106,11 @@ def _pattern_entries(raw: object, where: str, problems: list[str]) -> list[tuple
     """``(name, pattern, kind)`` entries in their application order."""
     if raw is None:
         return []
-    if isinstance(raw, Mapping):
+    if _is_mapping(raw):
         entries: list[tuple[str, object, object]] = []
         for name in sorted(raw):
             value = raw[name]
-            if isinstance(value, Mapping):
+            if _is_mapping(value):
                 entries.append((name, value.get("pattern"), value.get("kind")))
             else:
                 entries.append((name, value, None))
@@ -110,7 +118,7 @@ def _pattern_entries(raw: object, where: str, problems: list[str]) -> list[tuple
     if isinstance(raw, list):
         listed: list[tuple[str, object, object]] = []
         for position, entry in enumerate(raw):
-            if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            if _is_mapping(entry) and isinstance(entry.get("name"), str):
                 listed.append((entry["name"], entry.get("pattern"), entry.get("kind")))
             else:
                 problems.append(f"{where}[{position}] must be an object with a string 'name'")
@@ -148,7 +156,7 @@ def _string_list(raw: object, where: str, problems: list[str]) -> tuple[str, ...
 def _aliases(raw: object, where: str, problems: list[str]) -> dict[str, tuple[str, ...]]:
     if raw is None:
         return {}
-    if not isinstance(raw, Mapping):
+    if not _is_mapping(raw):
         problems.append(f"{where} must be an object")
         return {}
     aliases: dict[str, tuple[str, ...]] = {}
@@ -168,11 +176,11 @@ def extraction_spec(
     patterns = _patterns(extra.get("extraction_patterns"), "extra.extraction_patterns", max_chars, problems)
     per_requirement: object = {}
     table = extra.get("requirement_extra")
-    if isinstance(table, Mapping):
+    if _is_mapping(table):
         per_requirement = table.get(requirement_id) or {}
     elif table is not None:
         problems.append("extra.requirement_extra must be an object keyed by requirement_id")
-    if not isinstance(per_requirement, Mapping):
+    if not _is_mapping(per_requirement):
         problems.append(f"extra.requirement_extra.{requirement_id} must be an object")
         per_requirement = {}
     where = f"extra.requirement_extra.{requirement_id}"

@@ -15,9 +15,9 @@ kept with a warning (historical APIs are fetched after the fact).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, NamedTuple
 
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.checks import passed as check_passed
@@ -27,7 +27,14 @@ from engine.auditor.reasoning.claim_extraction import ClaimSet, ItemClaims
 from engine.auditor.reasoning.semantics import EventSpec, derive_event_spec
 from engine.auditor.reasoning.values import format_time, is_finite_number
 from engine.auditor.record import Record
-from engine.schemas import CheckResult, DataRequirement, EvidenceBundle, EvidenceItem, PromptSpec
+from engine.schemas import (
+    CheckResult,
+    DataRequirement,
+    EvidenceBundle,
+    EvidenceItem,
+    PromptSpec,
+    SourcePolicy,
+)
 
 __all__ = [
     "ItemAssessment",
@@ -148,8 +155,16 @@ class LogicSanityChecker:
         order = requirement_order(prompt_spec, evidence)
         primary = primary_requirement_id(prompt_spec, order)
         requirements = {req.requirement_id: req for req in prompt_spec.data_requirements}
+        window = market.resolution_window
+        audit = _PerAudit(
+            window.start,
+            window.end,
+            timedelta(seconds=self.config.timestamp_slack_seconds),
+            market.min_provenance_tier,
+            market.allowed_sources,
+        )
         items = tuple(
-            self._assess_item(prompt_spec, item, extraction, requirements, event, primary)
+            self._assess_item(audit, item, extraction, requirements, event, primary)
             for item, extraction in zip(evidence.items, claims.items, strict=True)
         )
         checks: list[CheckResult] = []
@@ -179,27 +194,32 @@ class LogicSanityChecker:
 
     def _assess_item(
         self,
-        prompt_spec: PromptSpec,
+        audit: _PerAudit,
         item: EvidenceItem,
         extraction: ItemClaims,
         requirements: dict[str, DataRequirement],
         event: EventSpec,
         primary: str | None,
     ) -> ItemAssessment:
-        time_status = self._time_status(prompt_spec, extraction)
+        time_status = _time_status(audit, extraction)
         reason = None
+        # Each model field is read once into a local: a Pydantic attribute read is not cheap.
+        provenance = item.provenance
+        source_id = provenance.source_id
+        tier = provenance.tier
+        requirement_id = item.requirement_id
         confidence = item.extracted_fields.get("confidence")
-        requirement = requirements.get(item.requirement_id)
+        requirement = requirements.get(requirement_id)
         if not item.is_valid:
             reason = "fetch_failed"
         elif confidence is not None and not (is_finite_number(confidence) and 0 <= confidence <= 1):
             reason = "confidence_out_of_bounds"
         elif requirement is None and requirements:
             reason = "unknown_requirement"
-        elif (policy_tier := self._source_tier(prompt_spec, item.provenance.source_id)) is None:
+        elif (policy_tier := _source_tier(audit.allowed_sources, source_id)) is None:
             reason = "source_not_allowed"
-        elif item.provenance.tier < max(
-            prompt_spec.market.min_provenance_tier,
+        elif tier < max(
+            audit.min_tier,
             requirement.min_provenance_tier if requirement else 0,
             policy_tier,
         ):
@@ -210,42 +230,18 @@ class LogicSanityChecker:
             value = extraction.value_claim()
             if value is None:
                 reason = "no_value"
-            elif item.requirement_id == primary and value.kind != event.needed_kind:
+            elif requirement_id == primary and value.kind != event.needed_kind:
                 reason = "value_kind_mismatch"
         return ItemAssessment(
             index=extraction.index,
             evidence_id=item.evidence_id,
-            requirement_id=item.requirement_id,
-            source_id=item.provenance.source_id,
-            tier=item.provenance.tier,
+            requirement_id=requirement_id,
+            source_id=source_id,
+            tier=tier,
             eligible=reason is None,
             reason=reason,
             time_status=time_status,
         )
-
-    @staticmethod
-    def _source_tier(prompt_spec: PromptSpec, source_id: str) -> int | None:
-        """The source policy's minimum tier, 0 when unlisted, None when the source is disallowed."""
-        for policy in prompt_spec.market.allowed_sources:
-            if policy.source_id == source_id:
-                return policy.min_provenance_tier if policy.allow else None
-        return 0
-
-    def _time_status(self, prompt_spec: PromptSpec, extraction: ItemClaims) -> str:
-        moment = extraction.observed_at
-        if moment is None:
-            return "no_timestamp"
-        window = prompt_spec.market.resolution_window
-        slack = timedelta(seconds=self.config.timestamp_slack_seconds)
-        # Compared as differences: ``window.start - slack`` overflows for a window starting in year 1
-        # (and ``window.end + slack`` in year 9999), while a difference of two datetimes never does.
-        early = moment - window.start < -slack
-        late = moment - window.end > slack
-        if extraction.observed_from == "provenance.fetched_at":
-            if early:
-                return "fetched_before_window"
-            return "fetched_after_window" if late else "fetched_in_window"
-        return "outside_window" if early or late else "in_window"
 
     @staticmethod
     def _bundle_checks(
@@ -344,6 +340,40 @@ class LogicSanityChecker:
         return check_passed(
             "sanity.confidence_bounds", "every claim and evidence confidence is within [0, 1]"
         )
+
+
+class _PerAudit(NamedTuple):
+    """What every item's assessment reads from the prompt spec and config, read once per audit."""
+
+    start: datetime
+    end: datetime
+    slack: timedelta
+    min_tier: int
+    allowed_sources: list[SourcePolicy]
+
+
+def _source_tier(allowed_sources: list[SourcePolicy], source_id: str) -> int | None:
+    """The source policy's minimum tier, 0 when unlisted, None when the source is disallowed."""
+    for policy in allowed_sources:
+        if policy.source_id == source_id:
+            return policy.min_provenance_tier if policy.allow else None
+    return 0
+
+
+def _time_status(audit: _PerAudit, extraction: ItemClaims) -> str:
+    moment = extraction.observed_at
+    if moment is None:
+        return "no_timestamp"
+    slack = audit.slack
+    # Compared as differences: ``window.start - slack`` overflows for a window starting in year 1
+    # (and ``window.end + slack`` in year 9999), while a difference of two datetimes never does.
+    early = moment - audit.start < -slack
+    late = moment - audit.end > slack
+    if extraction.observed_from == "provenance.fetched_at":
+        if early:
+            return "fetched_before_window"
+        return "fetched_after_window" if late else "fetched_in_window"
+    return "outside_window" if early or late else "in_window"
 
 
 def _eligibility(items: Sequence[ItemAssessment]) -> CheckResult:

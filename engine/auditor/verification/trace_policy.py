@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeGuard
 
 from pydantic import BaseModel
 
@@ -108,7 +108,7 @@ _LEAF_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 _STR_ONLY = {str}
 
 
-def is_mapping(value: Any) -> bool:
+def is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
     kind = type(value)
     return kind is dict or (kind not in _LEAF_TYPES and kind is not list and isinstance(value, Mapping))
 
@@ -124,8 +124,9 @@ def holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
         return False
     kind = type(value)
     if kind is dict:
-        if not keys.isdisjoint(value):
-            return True
+        for key in value:  # a native loop: ``keys.isdisjoint(value)`` without the method call
+            if key in keys:
+                return True
         children: Any = value.values()
     elif kind is list or isinstance(value, list):
         children = value
@@ -312,15 +313,18 @@ class TracePolicyVerifier:
         self, trace: ReasoningTrace, spec: PromptSpec, evidence: EvidenceBundle, sound: bool
     ) -> VerificationResult:
         """Verify a trace built in this process; ``sound``: ``build_steps_checked`` saw every per-step rule hold.
+        Adds step count and final variables; any doubt, and every stored or foreign trace, uses :meth:`verify`."""
+        count = self.built_passes(trace, evidence, sound)
+        return _passing(count) if count else self.verify(trace, spec, evidence)
 
-        Adds step count and final variables; any doubt, and every stored or foreign trace, uses :meth:`verify`.
-        """
+    def built_passes(self, trace: ReasoningTrace, evidence: EvidenceBundle, sound: bool) -> int:
+        """Step count if :meth:`verify_built` passes ``trace`` with :func:`passing_check` alone, else 0."""
         steps, limit = trace.steps, trace.policy.max_steps
         if sound and steps and type(limit) is int and limit >= 1 and self.max_steps is None:
             known = {item.evidence_id for item in evidence.items}
             if len(steps) <= limit and _final([_view(steps[-1])], known) is None:
-                return _passing(len(steps))
-        return self.verify(trace, spec, evidence)
+                return len(steps)
+        return 0
 
     def _count(self, views: Sequence[_View], policy: Any) -> Failure:
         limit = _get(policy, "max_steps", 200)
@@ -334,26 +338,22 @@ class TracePolicyVerifier:
 
 
 RULES = (
-    "trace.step_schema",
-    "trace.step_count",
-    "trace.step_ids",
-    "trace.prior_steps",
-    "trace.evidence_refs",
-    "trace.grounding",
-    "trace.external_facts",
-    "trace.no_verdict",
-    "trace.final_evaluation_variables",
+    "trace.step_schema", "trace.step_count", "trace.step_ids", "trace.prior_steps", "trace.evidence_refs",
+    "trace.grounding", "trace.external_facts", "trace.no_verdict", "trace.final_evaluation_variables",
     "trace.hash_commitments",
-)
+)  # fmt: skip
 """Every rule, in the order :meth:`TracePolicyVerifier.verify` records them."""
 VERDICT_KEYS: Final = frozenset(VERDICT_ORDER)
 
 
-def _passing(count: int) -> VerificationResult:
-    """The result of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
+def passing_check(count: int) -> CheckResult:
+    """The one check of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
     message = f"{count} step(s) satisfy every trace policy rule"
-    check = _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
-    return trusted(VerificationResult, ok=True, checks=[check], challenge=None, error=None)
+    return _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+
+
+def _passing(count: int) -> VerificationResult:  # every rule holds: passing_check alone
+    return trusted(VerificationResult, ok=True, checks=[passing_check(count)], challenge=None, error=None)
 
 
 def _schema(views: Sequence[_View]) -> Failure:
@@ -458,8 +458,8 @@ def _final(views: Sequence[_View], known: set[str]) -> Failure:
     index = len(views) - 1
     view = views[index]
     output = view.output
-    variables = output.get("evaluation_variables") if isinstance(output, Mapping) else None
-    if view.type not in ("map", "aggregate") or not isinstance(variables, Mapping):
+    variables = output.get("evaluation_variables") if is_mapping(output) else None
+    if view.type not in ("map", "aggregate") or not is_mapping(variables):
         message = f"final step {view.step_id} is not a map/aggregate step with evaluation_variables"
         return index, _label(view), message, None
     problems = [f"{key} is missing" for key in REQUIRED_VARIABLES if key not in variables]

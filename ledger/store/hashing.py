@@ -34,6 +34,7 @@ from engine.canonical import (
     to_hex,
 )
 from ledger.store.chain_text import (
+    _NEEDS_ESCAPE,
     GENESIS_PREV_HASH,
     _json_str,
     chain_links,

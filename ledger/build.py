@@ -9,7 +9,9 @@ source checkout.
 
 :data:`LEDGER` holds, chosen by profile (``py-spy --native`` of ``ledger verify`` and ``ledger
 replay``), pure functions and plain classes only: the per-submission checks of ``ledger verify``
-(entries, steps, roots), its canonical-form checks, and replay's text-only identity check. No
+(entries, steps, roots), its canonical-form checks, replay's text-only identity check, and the
+append path's per-entry texts made before the lock (``ledger.store.chain_text``: the hash chain,
+``trace.step`` payloads, the header; ``ledger.store.copy_text``: the entries' COPY data). No
 dataclass, named tuple or Pydantic model is defined in them (a compiled dataclass has no
 ``__dict__`` and pickles otherwise: :class:`ledger.verify.problems.Problem` and the replay results
 cross process boundaries and stay interpreted; ``tests/unit/test_engine_build.py`` pins this).
@@ -31,6 +33,8 @@ LEDGER = BuildGroup(
         "ledger/verify/checks.py",
         "ledger/verify/roots.py",
         "ledger/replay/identical.py",
+        "ledger/store/chain_text.py",
+        "ledger/store/copy_text.py",
     ),
 )
 """The ledger's compiled modules (sources relative to the repository root)."""

@@ -21,6 +21,7 @@ from psycopg import Cursor, sql
 from engine.canonical import CanonicalizationError, dumps_canonical
 from engine.merkle.rfc6962 import leaf_hash
 from ledger.errors import InvalidDraftError, StaleOffsetError
+from ledger.store.copy_text import entries_copy_data, entries_template
 from ledger.store.hashing import (
     CanonicalText,
     canonical_text,
@@ -83,9 +84,9 @@ class PreparedSubmission:
     input_hashes_canonical: str
     entries: tuple[PreparedEntry, ...]
     step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
-    # Built here, outside the append lock: per entry its COPY row without the leading global_seq
-    # (ENTRY_WRITE_COLUMNS then STEP_WRITE_COLUMNS), and its RFC 6962 leaf hash.
-    copy_rows: tuple[tuple[Any, ...], ...] = ()
+    # Built here, outside the append lock: the entries' COPY text-format rows with a placeholder
+    # for each global_seq (ledger.store.copy_text.entries_template), and each RFC 6962 leaf hash.
+    copy_template: bytes = b""
     leaves: tuple[bytes, ...] = ()
 
     def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
@@ -106,10 +107,7 @@ def _canonical(value: Any, where: str) -> str:
         raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
 
 
-_NO_STEP: tuple[Any, ...] = (None,) * len(STEP_WRITE_COLUMNS.split(","))
-
-
-def _entry_canonical(entry: EntryDraft, where: str) -> str:
+def _entry_canonical(entry: EntryDraft, index: int) -> str:
     """The entry's canonical payload text: a trusted precomputed one as it is, else computed.
 
     Trusted: a :class:`~ledger.store.hashing.CanonicalText` still attached to the dict it was made
@@ -122,11 +120,13 @@ def _entry_canonical(entry: EntryDraft, where: str) -> str:
     text = entry.canonical
     if type(text) is CanonicalText and text.made_from(entry.payload):
         return text.plain()
-    computed = (trace_step_text(entry.payload) if entry.kind == "trace.step" else None) or _canonical(
-        entry.payload, where
-    )
+    computed = trace_step_text(entry.payload) if entry.kind == "trace.step" else None
+    if computed is None:
+        computed = _canonical(entry.payload, f"entries[{index}].payload")
     if text is not None and computed != text:
-        raise InvalidDraftError("precomputed canonical text differs from the payload's", field_path=where)
+        raise InvalidDraftError(
+            "precomputed canonical text differs from the payload's", field_path=f"entries[{index}].payload"
+        )
     return computed
 
 
@@ -151,7 +151,7 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
             raise InvalidDraftError(exc.reason, field_path=f"header{exc.path[1:]}") from exc
     version = draft.engine_version
     drafts = draft.entries
-    texts = [_entry_canonical(entry, f"entries[{i}].payload") for i, entry in enumerate(drafts)]
+    texts = [_entry_canonical(entry, i) for i, entry in enumerate(drafts)]
     hashes = [payload_hash(text) for text in texts]
     chain = chain_links(
         submission_id, [(entry.kind, h, version) for entry, h in zip(drafts, hashes, strict=True)]
@@ -180,38 +180,12 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         else _canonical(draft.input_hashes, "input_hashes"),
         entries=entries,
         step_rows=tuple(step_rows),
-        copy_rows=_copy_rows(submission_id, version, entries, step_rows),
+        copy_template=entries_template(
+            submission_id, version, entries, {row[0]: row[1:] for row in step_rows}
+        ),
         # RFC 6962 leaf of each entry: SHA-256(0x00 || the raw digest of entry_hash)
         leaves=tuple(leaf_hash(digest) for *_, digest in chain),
     )
-
-
-def _copy_rows(
-    submission_id: str, version: str, entries: Sequence[PreparedEntry], step_rows: Sequence[tuple[Any, ...]]
-) -> tuple[tuple[Any, ...], ...]:
-    """Each entry's COPY row after ``global_seq``: ENTRY_WRITE_COLUMNS, then STEP_WRITE_COLUMNS (NULLs unless a step)."""
-    bodies: list[tuple[Any, ...]] = [_NO_STEP] * len(entries)
-    for position, *body in step_rows:
-        body[3] = _text_array(body[3], f"steps[{body[0]}].evidence_ids")
-        bodies[position] = tuple(body)
-    return tuple(
-        (submission_id, e.stream_seq, e.kind, e.payload_canonical, e.payload_hash, e.prev_hash, e.entry_hash,
-         version, *body)
-        for e, body in zip(entries, bodies, strict=True)
-    )  # fmt: skip
-
-
-def _text_array(values: Sequence[Any], where: str) -> str:
-    """A ``text[]`` literal of ``values`` (each double-quoted, ``\\`` and ``"`` escaped): what the
-    COPY writes for ``evidence_ids``, built before the lock instead of by the driver inside it."""
-    items = []
-    for value in values:
-        if type(value) is not str:
-            raise InvalidDraftError("evidence ids must be strings", field_path=where)
-        if "\\" in value or '"' in value:
-            value = value.replace("\\", "\\\\").replace('"', '\\"')
-        items.append(f'"{value}"')
-    return "{" + ",".join(items) + "}"
 
 
 @dataclass
@@ -322,15 +296,17 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
                 )
             )
     # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
+    # The rows were made as UTF-8 COPY text by prepare; one write puts the positions in front.
+    data = entries_copy_data(
+        [(stored[0].global_seq, offer.copy_template, len(stored)) for offer, stored in new]
+    )
     with cur.copy(
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
-        write_row = copy.write_row
-        for offer, stored in new:
-            seq = stored[0].global_seq
-            for tail in offer.copy_rows:
-                write_row((seq, *tail))
-                seq += 1
+        # UTF-8 is what psycopg's text dumper sends for a UTF8 or SQL_ASCII client encoding; for
+        # another one psycopg encodes the text itself, as write_row would have
+        utf8 = cur.connection.info.encoding in ("utf-8", "ascii")
+        copy.write(data if utf8 else data.decode("utf-8"))
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:
@@ -437,7 +413,7 @@ def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, st
             raise InvalidDraftError(
                 f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
             )
-        text = _entry_canonical(entry, f"entries[{index}].payload")
+        text = _entry_canonical(entry, index)
         out.append((entry.kind, text, payload_hash(text)))
     return out
 

@@ -12,6 +12,9 @@ Pure functions over strings and integers (no I/O). The definitions, stated in
   ``prev_hash`` of the first entry = :data:`GENESIS_PREV_HASH`;
 * the RFC 6962 Merkle leaf of an entry is the 32 raw bytes of its ``entry_hash``
   (:func:`merkle_leaf_data`), in ``global_seq`` order.
+
+The append path's direct writers of those texts (the chain, ``trace.step`` payloads, the header)
+live in :mod:`ledger.store.chain_text`, which is compiled, and are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from hashlib import sha256
 from typing import Any
 
 from engine.canonical import (
@@ -31,8 +33,14 @@ from engine.canonical import (
     sha256_hex,
     to_hex,
 )
-
-GENESIS_PREV_HASH = "0x" + "0" * 64
+from ledger.store.chain_text import (
+    _NEEDS_ESCAPE,
+    GENESIS_PREV_HASH,
+    _json_str,
+    chain_links,
+    submission_id_spliced,
+    trace_step_text,
+)
 
 __all__ = [
     "GENESIS_PREV_HASH",
@@ -93,40 +101,6 @@ def submission_id_for(header: Mapping[str, Any]) -> str:
     return to_hex(hash_canonical(dict(header)))
 
 
-_HEADER_STRINGS = ("bundle_id", "idempotency_key", "market_id", "status")
-_HEADER_KEYS = frozenset({*_HEADER_STRINGS, "input_hashes"})
-
-
-def submission_id_spliced(header: Mapping[str, Any], input_hashes_canonical: str) -> str | None:
-    """:func:`submission_id_for` of ``header``, its text put together directly; None unless plain.
-
-    ``input_hashes_canonical`` must be ``canonical_text(header["input_hashes"])`` (the append has
-    made it for the submission row): the canonical text of the header is its members in code-point
-    key order (``bundle_id``, ``idempotency_key``, ``input_hashes``, ``market_id``, ``status``),
-    None dropped, each string between quotes when it is ASCII and needs no escaping. Any other
-    value (a non-ASCII or escaped string, a non-string, another key) gets None: use
-    :func:`submission_id_for`.
-    """
-    if type(header) is not dict or header.keys() != _HEADER_KEYS:
-        return None
-    values = [header[key] for key in _HEADER_STRINGS]
-    present = [value for value in values if value is not None]
-    if any(type(value) is not str for value in present):
-        return None
-    joined = "".join(present)
-    if not joined.isascii() or _NEEDS_ESCAPE.search(joined) is not None:
-        return None
-    bundle, key, market, status = values
-    members = [
-        f'"bundle_id":"{bundle}"' if bundle is not None else None,
-        f'"idempotency_key":"{key}"' if key is not None else None,
-        f'"input_hashes":{input_hashes_canonical}',
-        f'"market_id":"{market}"' if market is not None else None,
-        f'"status":"{status}"' if status is not None else None,
-    ]
-    return text_sha256("{" + ",".join(member for member in members if member is not None) + "}")
-
-
 def entry_hash_reference(
     stream_id: str, stream_seq: int, kind: str, payload_hash: str, prev_hash: str, engine_version: str
 ) -> str:
@@ -140,16 +114,6 @@ def entry_hash_reference(
         "stream_seq": stream_seq,
     }
     return to_hex(hash_canonical(preimage))
-
-
-_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
-
-
-def _json_str(value: str) -> str:
-    """``json.dumps(value, ensure_ascii=False)``; hex hashes and plain names skip the encoder."""
-    if type(value) is str and (value.isalnum() or _NEEDS_ESCAPE.search(value) is None):
-        return f'"{value}"'
-    return json.dumps(value, ensure_ascii=False)
 
 
 def entry_hash(
@@ -183,50 +147,6 @@ def chain_hashes(
     ]
 
 
-def chain_links(
-    stream_id: str,
-    links: Iterable[tuple[str, str, str]],
-    *,
-    start_seq: int = 1,
-    prev_hash: str = GENESIS_PREV_HASH,
-) -> list[tuple[int, str, str, bytes]]:
-    """Chain ``(kind, payload_hash, engine_version)`` links; returns ``(stream_seq, prev_hash,
-    entry_hash, digest)`` with ``digest`` the 32 raw bytes of ``entry_hash`` (the Merkle leaf data).
-
-    The same bytes as :func:`entry_hash` link by link, with the JSON quoting of the values that
-    repeat along a chain (stream id, kinds, engine versions) done once, and each link's
-    ``prev_hash`` taken as the previous link's own hex digest (which needs no escaping).
-    """
-    if isinstance(start_seq, bool) or not isinstance(start_seq, int):
-        raise TypeError(f"stream_seq must be an int, got {type(start_seq).__name__}")
-    stream = _json_str(stream_id)
-    quoted: dict[str, str] = {}
-
-    def once(value: str) -> str:
-        if type(value) is not str:
-            return _json_str(value)
-        text = quoted.get(value)
-        if text is None:
-            text = quoted[value] = _json_str(value)
-        return text
-
-    out: list[tuple[int, str, str, bytes]] = []
-    seq = start_seq
-    prev_text = _json_str(prev_hash)
-    for kind, link_payload_hash, engine_version in links:
-        preimage = (
-            f'{{"engine_version":{once(engine_version)},"kind":{once(kind)},'
-            f'"payload_hash":{_json_str(link_payload_hash)},"prev_hash":{prev_text},'
-            f'"stream_id":{stream},"stream_seq":{seq}}}'
-        )
-        digest = sha256(preimage.encode("utf-8")).digest()
-        current = "0x" + digest.hex()
-        out.append((seq, prev_hash, current, digest))
-        prev_hash, prev_text = current, f'"{current}"'
-        seq += 1
-    return out
-
-
 def canonical_text(value: Any) -> str:
     """The engine's canonical JSON of ``value`` as text (one implementation for the whole ledger).
 
@@ -237,33 +157,6 @@ def canonical_text(value: Any) -> str:
     rebuilds payloads the same way).
     """
     return canonical_bytes_of_plain(canonicalize_value(value)).decode("utf-8")
-
-
-_STEP_PAYLOAD_KEYS = frozenset({"step_hash", "step_id", "step_index", "step_type"})
-
-
-def trace_step_text(payload: Mapping[str, Any]) -> str | None:
-    """The canonical text of a ``trace.step`` payload of the usual shape, written directly; else None.
-
-    The usual shape (:func:`ledger.store.payloads.trace_step_payload`): exactly the keys
-    ``step_hash``, ``step_id``, ``step_index``, ``step_type``, an ``int`` index below 2**31 and ASCII strings
-    that need no JSON escaping. The text is then :func:`canonical_text`'s (keys in code-point
-    order, ``int.__repr__``, the strings between quotes); anything else (a bool, a float, a
-    non-ASCII or escaped string, another key) gets None and takes :func:`canonical_text`.
-    """
-    if type(payload) is not dict or payload.keys() != _STEP_PAYLOAD_KEYS:
-        return None
-    digest, step_id, index, kind = (
-        payload["step_hash"], payload["step_id"], payload["step_index"], payload["step_type"]
-    )  # fmt: skip
-    if type(index) is not int or type(digest) is not str or type(step_id) is not str or type(kind) is not str:
-        return None
-    if not 0 <= index < 2**31:  # the column is an integer; anything else takes the general path
-        return None
-    joined = digest + step_id + kind
-    if not joined.isascii() or _NEEDS_ESCAPE.search(joined) is not None:
-        return None
-    return f'{{"step_hash":"{digest}","step_id":"{step_id}","step_index":{index},"step_type":"{kind}"}}'
 
 
 def merkle_leaf_data(entry_hash_hex: str) -> bytes:

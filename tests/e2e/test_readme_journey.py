@@ -65,6 +65,7 @@ NOT_RUN: dict[str, str] = {
     "psql \"postgresql://ledger:ledger@127.0.0.1:5433/ledger\" -c 'select * from ledger.verdicts'": "needs the compose stack",
     # Development
     ".venv/bin/pytest tests/unit": "the unit tests themselves",
+    ".venv/bin/mypy": "the type check `make test` runs (as `make typecheck`, the same bare command) before the suite",
 }
 
 SILENT = None  # the command prints nothing

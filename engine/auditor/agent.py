@@ -14,23 +14,23 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from engine.auditor.analysis import analyse
+from engine.auditor.built_models import policy_model, trace_model, verification_model
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.config import DEFAULT_AUDITOR_NAME, AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimExtractor, short_sha256_hex
-from engine.auditor.trace_builder import build_steps_committed
+from engine.auditor.trace_builder import build_trace_parts
 from engine.auditor.verification.logic_sanity import LogicSanityChecker
-from engine.auditor.verification.trace_policy import TracePolicyVerifier, passing_check
+from engine.auditor.verification.trace_policy import TracePolicyVerifier, built_step_count, passing_check
 from engine.schemas import (
     CheckResult,
     EvidenceBundle,
     PromptSpec,
     ReasoningTrace,
-    TracePolicy,
     VerificationResult,
 )
-from engine.schemas.trusted import trusted
+from engine.version import ENGINE_VERSION
 
-__all__ = ["AuditOutcome", "AuditorAgent", "trace_id_for"]
+__all__ = ["AuditOutcome", "AuditorAgent", "policy_extra", "trace_id_for"]
 
 
 def trace_id_for(bundle_id: str) -> str:
@@ -74,44 +74,47 @@ class AuditorAgent:
     ) -> tuple[ReasoningTrace, VerificationResult]:
         """Audit ``evidence`` against ``prompt_spec``; returns the trace and every check's result."""
         del ctx
-        outcome = self._run(prompt_spec, evidence, commit=False)
-        return outcome.trace, outcome.verification
+        trace, verification, _, _ = self._run(prompt_spec, evidence, commit=False)
+        return trace, verification
 
     def audit_committed(self, prompt_spec: PromptSpec, evidence: EvidenceBundle) -> AuditOutcome:
         """:meth:`audit`, plus each step's canonical plain value and bytes (see :class:`AuditOutcome`)."""
-        return self._run(prompt_spec, evidence, commit=True)
+        return AuditOutcome(*self._run(prompt_spec, evidence, commit=True))
 
-    def _run(self, prompt_spec: PromptSpec, evidence: EvidenceBundle, *, commit: bool) -> AuditOutcome:
-        config, policy_problems = self.config.with_overrides(prompt_spec.extra.get("audit_policy"))
-        policy = trusted(
-            TracePolicy,
-            decoding_policy="strict",
-            allow_external_sources=False,
-            max_steps=config.max_steps,
-            extra=config.policy_extra(self.name),
-        )
+    def _run(
+        self, prompt_spec: PromptSpec, evidence: EvidenceBundle, *, commit: bool
+    ) -> tuple[ReasoningTrace, VerificationResult, list[Any], list[bytes]]:
+        overrides = prompt_spec.extra.get("audit_policy")
+        base = self.config
+        policy_problems: list[str]
+        if overrides is None and type(base) is AuditConfig:
+            config, policy_problems = base, []  # what ``with_overrides(None)`` returns, without the call
+        else:
+            config, policy_problems = base.with_overrides(overrides)
+        # ``Any``: the config's values are recorded as they are (a compiled read of a declared
+        # ``int``/``float`` field would unbox and rebox it).
+        settings: Any = config
+        max_steps = settings.max_steps
+        policy = policy_model(max_steps, policy_extra(config, self.name))
         claims = ClaimExtractor(config).extract(prompt_spec, evidence)
         sanity = LogicSanityChecker(config).assess(prompt_spec, evidence, claims)
         analysis = analyse(prompt_spec, claims, sanity, config)
-        built = build_steps_committed(prompt_spec, evidence, claims, sanity, analysis, config, commit=commit)
-        # Built without re-validation: the builder checked the per-step rules as it built the steps
-        # and verify_built adds the rest (count, final variables); any doubt runs every rule.
-        trace = trusted(
-            ReasoningTrace,
-            trace_id=trace_id_for(evidence.bundle_id),
-            policy=policy,
-            steps=built.steps,
-            evidence_refs=list(dict.fromkeys(item.evidence_id for item in evidence.items)),
+        steps, sound, plains, preimages, evidence_ids = build_trace_parts(
+            prompt_spec, evidence, claims, sanity, analysis, config, commit
         )
-        # ``verify_built`` without its wrapper model: the passing check alone when the built trace
-        # passes, else every rule's result (``verify``), whose fields are carried over.
-        verifier = TracePolicyVerifier()
-        count = verifier.built_passes(trace, evidence, built.sound)
+        # Built without re-validation: the builder checked the per-step rules as it built the steps
+        # and ``built_step_count`` adds the rest (count, final variables); any doubt runs every rule.
+        # ``evidence_ids`` is the bundle's evidence ids, first occurrences in order (a fresh list).
+        trace = trace_model(trace_id_for(evidence.bundle_id), policy, steps, evidence_ids)
+        # ``TracePolicyVerifier().verify_built`` without its wrapper model: the passing check alone
+        # when the built trace passes (``built_passes``, from the values the trace was built of),
+        # else every rule's result (``verify``), whose fields are carried over.
+        count = built_step_count(steps, max_steps, set(evidence_ids), sound)
         if count:
             structure_checks = [passing_check(count)]
             challenge, error = None, None
         else:
-            structure = verifier.verify(trace, prompt_spec, evidence)
+            structure = TracePolicyVerifier().verify(trace, prompt_spec, evidence)
             structure_checks, challenge, error = structure.checks, structure.challenge, structure.error
         checks: list[CheckResult] = []
         if policy_problems:
@@ -121,11 +124,28 @@ class AuditorAgent:
         checks.extend(analysis.event_checks)
         checks.extend(analysis.contradictions)
         checks.extend(structure_checks)
-        verification = trusted(
-            VerificationResult,
-            ok=all(check.ok for check in checks),
-            checks=checks,
-            challenge=challenge,
-            error=error,
-        )
-        return AuditOutcome(trace, verification, built.plains, built.preimages)
+        verification = verification_model(all(check.ok for check in checks), checks, challenge, error)
+        return trace, verification, plains, preimages
+
+
+def policy_extra(config: AuditConfig, name: str) -> dict[str, Any]:
+    """``config.policy_extra(name)``, built here (compiled) for an exact :class:`AuditConfig`.
+
+    The keys and values are those of :meth:`AuditConfig.policy_extra` (pinned by a unit test); a
+    subclass, which may override that method, is asked itself.
+    """
+    if type(config) is not AuditConfig:
+        return config.policy_extra(name)
+    settings: Any = config  # values as they are: no unboxing of the declared int/float fields
+    return {
+        "auditor": name,
+        "engine_version": ENGINE_VERSION,
+        "max_capture_chars": settings.max_capture_chars,
+        "max_claims_per_item": settings.max_claims_per_item,
+        "max_pattern_chars": settings.max_pattern_chars,
+        "max_search_depth": settings.max_search_depth,
+        "max_text_chars": settings.max_text_chars,
+        "numeric_tolerance": settings.numeric_tolerance,
+        "role": "auditor",
+        "timestamp_slack_seconds": settings.timestamp_slack_seconds,
+    }

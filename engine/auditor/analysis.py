@@ -64,7 +64,11 @@ class Analysis(Record):
 
 def _candidates(claims: ClaimSet, sanity: SanityReport, requirement_id: str) -> list[Candidate]:
     found: list[Candidate] = []
-    for assessment, extraction in zip(sanity.items, claims.items, strict=True):
+    assessments, extractions = sanity.items, claims.items
+    if len(assessments) != len(extractions):
+        list(zip(assessments, extractions, strict=True))  # raises the ValueError of a strict zip
+    for position in range(len(assessments)):  # a native loop (``zip(strict=True)`` is a keyword call)
+        assessment, extraction = assessments[position], extractions[position]
         claim = extraction.value_claim()
         if assessment.requirement_id == requirement_id and assessment.eligible and claim is not None:
             found.append(

@@ -23,22 +23,33 @@ from typing import Any, Final, NamedTuple
 from engine.auditor.analysis import Analysis
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimSet
+from engine.auditor.reasoning.selection import Selection
 from engine.auditor.reasoning.values import format_time
+from engine.auditor.verification.key_scan import holds_key, is_mapping
 from engine.auditor.verification.logic_sanity import SanityReport
-from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, VERDICT_KEYS, holds_key, is_mapping
+from engine.auditor.verification.trace_policy import EXTERNAL_FACT_KEYS, VERDICT_KEYS
 from engine.commitments import step_preimage
 from engine.schemas import (
+    CheckResult,
     DataRequirement,
     EvidenceBundle,
     EvidenceItem,
     PromptSpec,
     Provenance,
     ReasoningStep,
+    SelectionPolicy,
     StepType,
 )
 from engine.schemas.trusted import trusted_step
 
-__all__ = ["BuiltSteps", "build_steps", "build_steps_checked", "build_steps_committed", "plan_chunks"]
+__all__ = [
+    "BuiltSteps",
+    "build_steps",
+    "build_steps_checked",
+    "build_steps_committed",
+    "build_trace_parts",
+    "plan_chunks",
+]
 
 
 def _ceil_div(count: int, size: int) -> int:
@@ -131,16 +142,9 @@ class _Steps:
         cited = _unique(evidence_ids) or list(self.all_ids)
         if self.sound:
             self.sound = self._holds(inputs, output, cited)
-        step = trusted_step(
-            ReasoningStep,
-            step_id,
-            step_type,
-            dict(inputs),
-            action,
-            dict(output),
-            cited,
-            _unique(prior),
-        )
+        # ``inputs`` and ``output`` are taken as they are: every caller passes dicts it made for
+        # this step (the deduce step a copy of the analysis's ``deduction``).
+        step = trusted_step(ReasoningStep, step_id, step_type, inputs, action, output, cited, _unique(prior))
         self.steps.append(step)
         if self.commit:
             plain, preimage = step_preimage(step)
@@ -191,10 +195,11 @@ def _item_inputs(item: EvidenceItem) -> dict[str, Any]:
 
 
 def _requirement_inputs(
-    requirement_id: str, requirement: DataRequirement | None, sanity: SanityReport, prompt_spec: PromptSpec
+    requirement_id: str, requirement: DataRequirement | None, sanity: SanityReport, market_tier: Any
 ) -> dict[str, Any]:
+    """A check step's input for one requirement (``market_tier``: the market's ``min_provenance_tier``)."""
     primary = requirement_id == sanity.primary_requirement_id
-    tier = max(prompt_spec.market.min_provenance_tier, requirement.min_provenance_tier if requirement else 0)
+    tier = max(market_tier, requirement.min_provenance_tier if requirement else 0)
     return {
         "declared": requirement is not None,
         "min_provenance_tier": tier,
@@ -202,6 +207,49 @@ def _requirement_inputs(
         "primary": primary,
         "requirement_id": requirement_id,
     }
+
+
+def _aggregate_inputs(selection: Selection) -> dict[str, Any]:
+    """An aggregate step's input for one requirement's selection."""
+    policy = selection.policy
+    candidates = [candidate.evidence_id for candidate in selection.ordered]
+    if type(policy) is SelectionPolicy:
+        fields = policy.__dict__  # an exact policy's field dict: one read instead of five
+        return {
+            "candidates": candidates,
+            "max_sources": fields["max_sources"],
+            "min_sources": fields["min_sources"],
+            "quorum": fields["quorum"],
+            "requirement_id": selection.requirement_id,
+            "strategy": fields["strategy"],
+            "tie_breaker": fields["tie_breaker"],
+        }
+    return {
+        "candidates": candidates,
+        "max_sources": policy.max_sources,
+        "min_sources": policy.min_sources,
+        "quorum": policy.quorum,
+        "requirement_id": selection.requirement_id,
+        "strategy": policy.strategy,
+        "tie_breaker": policy.tie_breaker,
+    }
+
+
+def _conflicts(contradictions: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    """The contradiction step's ``contradictions``: each conflict check's id, severity and details."""
+    conflicts: list[dict[str, Any]] = []
+    for check in contradictions:
+        # An exact check's field dict: one attribute read instead of three (subclasses read attributes).
+        fields = check.__dict__ if type(check) is CheckResult else None
+        check_id = fields["check_id"] if fields is not None else check.check_id
+        if ":" not in check_id:
+            continue
+        if fields is not None:
+            severity, details = fields["severity"], fields["details"]
+        else:
+            severity, details = check.severity, check.details
+        conflicts.append({"check_id": check_id, "severity": severity, **details})
+    return conflicts
 
 
 def build_steps(
@@ -245,6 +293,23 @@ def build_steps_committed(
 ) -> BuiltSteps:
     """:func:`build_steps_checked` plus, with ``commit``, each step's canonical plain value and bytes
     (empty lists without it)."""
+    steps, sound, plains, preimages, _ = build_trace_parts(
+        prompt_spec, evidence, claims, sanity, analysis, config, commit
+    )
+    return BuiltSteps(steps, sound, plains, preimages)
+
+
+def build_trace_parts(
+    prompt_spec: PromptSpec,
+    evidence: EvidenceBundle,
+    claims: ClaimSet,
+    sanity: SanityReport,
+    analysis: Analysis,
+    config: AuditConfig,
+    commit: bool,
+) -> tuple[list[ReasoningStep], bool, list[Any], list[bytes], list[str]]:
+    """:func:`build_steps_committed` as a plain tuple, plus the bundle's evidence ids (first
+    occurrences, in order; a fresh list, ``ReasoningTrace.evidence_refs`` of the built trace)."""
     items = evidence.items  # each model field is read once: a Pydantic attribute read is not cheap
     item_inputs = [_item_inputs(item) for item in items]
     all_ids = _unique([entry["evidence_id"] for entry in item_inputs])
@@ -260,7 +325,10 @@ def build_steps_committed(
         step_id = steps.add("extract", "extract_claims", {"items": inputs}, {"items": outputs}, ids, [])
         extract_of.update(dict.fromkeys(chunk, step_id))
     requirements = {r.requirement_id: r for r in prompt_spec.data_requirements}
-    window = prompt_spec.market.resolution_window
+    market = prompt_spec.market  # each model field is read once
+    market_tier = market.min_provenance_tier
+    market_type = market.market_type
+    window = market.resolution_window
     window_inputs = {
         "end": format_time(window.end),
         "slack_seconds": config.timestamp_slack_seconds,
@@ -286,7 +354,7 @@ def build_steps_committed(
         ]
         check_inputs = {
             "requirements": [
-                _requirement_inputs(rid, requirements.get(rid), sanity, prompt_spec) for rid in chunk
+                _requirement_inputs(rid, requirements.get(rid), sanity, market_tier) for rid in chunk
             ],
             "resolution_window": window_inputs,
         }
@@ -295,18 +363,7 @@ def build_steps_committed(
         )
         check_ids.append(check_id)
         selections = [selection_of[rid] for rid in chunk]
-        aggregate_inputs = [
-            {
-                "candidates": [candidate.evidence_id for candidate in selection.ordered],
-                "max_sources": selection.policy.max_sources,
-                "min_sources": selection.policy.min_sources,
-                "quorum": selection.policy.quorum,
-                "requirement_id": selection.requirement_id,
-                "strategy": selection.policy.strategy,
-                "tie_breaker": selection.policy.tie_breaker,
-            }
-            for selection in selections
-        ]
+        aggregate_inputs = [_aggregate_inputs(selection) for selection in selections]
         candidate_ids = [c.evidence_id for selection in selections for c in selection.ordered]
         aggregate_ids.append(
             steps.add(
@@ -318,11 +375,7 @@ def build_steps_committed(
                 [check_id],
             )
         )
-    conflicts = [
-        {"check_id": check.check_id, "severity": check.severity, **check.details}
-        for check in analysis.contradictions
-        if ":" in check.check_id
-    ]
+    conflicts = _conflicts(analysis.contradictions)
     eligible_ids = [item.evidence_id for item in sanity.items if item.eligible]
     contradiction_id = steps.add(
         "check",
@@ -334,7 +387,7 @@ def build_steps_committed(
     )
     deduce_inputs = {
         "event_kind": sanity.event.kind,
-        "market_type": prompt_spec.market.market_type,
+        "market_type": market_type,
         "outcomes": list(sanity.event.outcomes),
         "predicate": prompt_spec.prediction_semantics.predicate,
         "requirement_id": sanity.primary_requirement_id,
@@ -345,11 +398,11 @@ def build_steps_committed(
         "deduce",
         "deduce_event_state",
         deduce_inputs,
-        analysis.deduction,
+        dict(analysis.deduction),
         variables["selection"]["evidence_ids"],
         [*aggregate_ids, contradiction_id],
     )
-    map_inputs = {"market_id": prompt_spec.market.market_id, "market_type": prompt_spec.market.market_type}
+    map_inputs = {"market_id": market.market_id, "market_type": market_type}
     steps.add(
         "map",
         "map_evaluation_variables",
@@ -358,4 +411,4 @@ def build_steps_committed(
         variables["source_summary"],
         [deduce_id],
     )
-    return BuiltSteps(steps.steps, steps.sound, steps.plains, steps.preimages)
+    return steps.steps, steps.sound, steps.plains, steps.preimages, list(all_ids)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -41,7 +42,8 @@ def _values(seed: int) -> list[int | float]:
 
 @pytest.mark.parametrize("tolerance", [0, 0.0, 0.01, 1e-12, 0.5, 1, 1.0])
 def test_fast_tolerance_test_equals_the_fraction_comparison(tolerance: float) -> None:
-    exact = _exact_tolerance(tolerance)
+    exact, ratio = _exact_tolerance(tolerance)
+    assert exact == Fraction(tolerance) and ratio == (exact.numerator, exact.denominator)
     values = _values(7)
     rng = random.Random(11)
     for _ in range(3000):
@@ -54,6 +56,6 @@ def test_fast_tolerance_test_equals_the_fraction_comparison(tolerance: float) ->
 
 
 def test_values_other_than_ints_and_finite_floats_take_the_reference_path() -> None:
-    exact = _exact_tolerance(0.01)
+    exact, _ = _exact_tolerance(0.01)
     with pytest.raises((ValueError, OverflowError)):  # Fraction(nan) / Fraction(inf) refuse, as before
         _within_tolerance(1.0, float("inf"), exact, exact.numerator, exact.denominator)

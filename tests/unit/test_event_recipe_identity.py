@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from engine.auditor.reasoning.semantics import EventSpec, Quantity
-from engine.auditor.verification.logic_sanity import _event_checks, _event_recipe, _recipe_of, _value_type
+from engine.auditor.verification.event_checks import _event_recipe, _recipe_of, _value_type
+from engine.auditor.verification.event_checks import event_checks as _event_checks
 
 EVENTS = [
     EventSpec(kind="boolean", needed_kind="boolean"),

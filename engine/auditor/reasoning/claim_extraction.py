@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Final
 
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claims import Claim, ItemClaims
+from engine.auditor.reasoning.item_fields import ItemFields, item_fields
 from engine.auditor.reasoning.patterns import ExtractionSpec, Pattern, extraction_spec
 from engine.auditor.reasoning.semantics import parse_quantity
 from engine.auditor.reasoning.values import (
@@ -43,7 +44,7 @@ from engine.auditor.reasoning.values import (
 from engine.auditor.record import Record
 from engine.canonical import dumps_canonical
 from engine.jsonio import StrictJSONError, loads_strict
-from engine.schemas import DataRequirement, EvidenceBundle, EvidenceItem, PromptSpec
+from engine.schemas import DataRequirement, EvidenceBundle, PromptSpec
 
 __all__ = [
     "DEFAULT_FIELDS",
@@ -150,11 +151,12 @@ class ClaimSet(Record):
 class _ItemExtraction:
     """Mutable accumulator for one item (kept private; the result is an immutable ItemClaims)."""
 
-    def __init__(self, item: EvidenceItem, config: AuditConfig, regex: bool) -> None:
-        self.item = item
+    def __init__(self, item: ItemFields, config: AuditConfig, regex: bool) -> None:
+        self.evidence_id: Any = item.evidence_id
+        self.requirement_id: Any = item.requirement_id
         self.config = config
         table = _REGEX_CONFIDENCE if regex else _JSON_CONFIDENCE
-        self.confidence = table[item.provenance.tier]
+        self.confidence = table[item.tier]
         self.claims: list[Claim] = []
         self.paths: set[str] = set()
         self.notes: list[str] = []
@@ -165,7 +167,7 @@ class _ItemExtraction:
                 self.notes.append("claims_truncated")
             return
         try:
-            claim_id = make_claim_id(self.item.evidence_id, path, value)
+            claim_id = make_claim_id(self.evidence_id, path, value)
         except ValueError:  # CanonicalizationError, UnicodeEncodeError, or an int beyond the digit limit
             self.notes.append(f"unencodable:{key}")
             return
@@ -177,8 +179,8 @@ class _ItemExtraction:
                 key,
                 path,
                 value,
-                self.item.evidence_id,
-                self.item.requirement_id,
+                self.evidence_id,
+                self.requirement_id,
                 self.confidence,
                 rank,
             )
@@ -249,6 +251,11 @@ class _ItemExtraction:
             self.add(key, path, kind, value, rank)
 
 
+def _by_rank(claims: list[Claim]) -> list[Claim]:
+    """``sorted(claims, key=rank)`` (stable); one claim or none is already in order."""
+    return list(claims) if len(claims) <= 1 else sorted(claims, key=lambda claim: claim.rank)
+
+
 def _sorted_walk(document: Any, prefix: str, depth: int) -> list[tuple[str, str, Any]]:
     """``(path, key, value)`` for every dict entry, keys in sorted order, depth-first, bounded depth."""
     found: list[tuple[str, str, Any]] = []
@@ -279,21 +286,23 @@ class ClaimExtractor:
         specs: dict[str, ExtractionSpec] = {}
         problems: list[str] = []
         items: list[ItemClaims] = []
-        for index, item in enumerate(evidence.items):
-            spec = specs.get(item.requirement_id)
+        for index, model in enumerate(evidence.items):
+            item = item_fields(model)  # each model field is read once: a Pydantic attribute read is not cheap
+            requirement_id = item.requirement_id
+            spec = specs.get(requirement_id)
             if spec is None:
-                requirement: DataRequirement | None = requirements.get(item.requirement_id)
+                requirement: DataRequirement | None = requirements.get(requirement_id)
                 spec = extraction_spec(
-                    prompt_spec, requirement, item.requirement_id, self.config.max_pattern_chars
+                    prompt_spec, requirement, requirement_id, self.config.max_pattern_chars
                 )
-                specs[item.requirement_id] = spec
+                specs[requirement_id] = spec
                 problems.extend(problem for problem in spec.problems if problem not in problems)
             items.append(self._extract_item(index, item, spec))
         return ClaimSet(items=tuple(items), problems=tuple(problems))
 
-    def _extract_item(self, index: int, item: EvidenceItem, spec: ExtractionSpec) -> ItemClaims:
+    def _extract_item(self, index: int, item: ItemFields, spec: ExtractionSpec) -> ItemClaims:
         content_type = item.content_type.lower()
-        if not item.is_valid:
+        if not item.valid:
             return self._finish(
                 index, item, "skipped", None, _ItemExtraction(item, self.config, False), ["fetch_failed"]
             )
@@ -309,7 +318,7 @@ class ClaimExtractor:
         return self._finish(index, item, "none", None, work, [f"unsupported_content_type:{content_type}"])
 
     def _extract_json(
-        self, item: EvidenceItem, spec: ExtractionSpec, work: _ItemExtraction
+        self, item: ItemFields, spec: ExtractionSpec, work: _ItemExtraction
     ) -> tuple[str, str | None]:
         parsed = item.parsed_value
         if parsed is None and isinstance(item.raw_content, str):
@@ -336,9 +345,7 @@ class ClaimExtractor:
                     nested = self._nested_defaults(parsed)
                 if name in nested:
                     work.add_json(name, *nested[name], rank)
-            keys = [
-                claim.key for claim in sorted(work.claims, key=lambda c: c.rank) if claim.kind != "timestamp"
-            ]
+            keys = [claim.key for claim in _by_rank(work.claims) if claim.kind != "timestamp"]
             value_key = spec.value_field or (keys[0] if keys else None)
             method = "json_default_fields"
         self._scan_times(containers, work)
@@ -384,7 +391,7 @@ class ClaimExtractor:
                 if moment is not None:
                     work.add(key, path, "timestamp", format_time(moment), _AUTO_RANK)
 
-    def _extract_text(self, item: EvidenceItem, spec: ExtractionSpec, work: _ItemExtraction) -> str | None:
+    def _extract_text(self, item: ItemFields, spec: ExtractionSpec, work: _ItemExtraction) -> str | None:
         text = item.raw_content if isinstance(item.raw_content, str) else item.parsed_value
         if not isinstance(text, str):
             work.notes.append("no_text_content")
@@ -409,11 +416,11 @@ class ClaimExtractor:
             work.add_capture(pattern, capture, rank)
         if spec.value_field is not None:
             return spec.value_field
-        keys = [claim.key for claim in sorted(work.claims, key=lambda c: c.rank) if claim.kind != "timestamp"]
+        keys = [claim.key for claim in _by_rank(work.claims) if claim.kind != "timestamp"]
         return keys[0] if keys else None
 
     @staticmethod
-    def _observation(item: EvidenceItem, claims: list[Claim]) -> tuple[datetime | None, str | None]:
+    def _observation(item: ItemFields, claims: list[Claim]) -> tuple[datetime | None, str | None]:
         times = [claim for claim in claims if claim.kind == "timestamp"]
         if times:
 
@@ -423,16 +430,16 @@ class ClaimExtractor:
                 named = _TIME_PREFERENCE.index(name) if name in _TIME_PREFERENCE else len(_TIME_PREFERENCE)
                 return claim.rank, container, named, claim.path
 
-            best = min(times, key=preference)
+            best = times[0] if len(times) == 1 else min(times, key=preference)
             return parse_time(best.value), f"claim:{best.claim_id}"
-        if item.provenance.fetched_at is not None:
-            return item.provenance.fetched_at, "provenance.fetched_at"
+        if item.fetched_at is not None:
+            return item.fetched_at, "provenance.fetched_at"
         return None, None
 
     def _finish(
         self,
         index: int,
-        item: EvidenceItem,
+        item: ItemFields,
         method: str,
         value_key: str | None,
         work: _ItemExtraction,
@@ -444,7 +451,9 @@ class ClaimExtractor:
             evidence_id=item.evidence_id,
             requirement_id=item.requirement_id,
             method=method,
-            claims=tuple(sorted(work.claims, key=lambda claim: (claim.path, claim.key))),
+            claims=tuple(work.claims)
+            if len(work.claims) <= 1
+            else tuple(sorted(work.claims, key=lambda claim: (claim.path, claim.key))),
             value_key=value_key,
             observed_at=observed_at,
             observed_from=observed_from,

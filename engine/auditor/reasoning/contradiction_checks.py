@@ -40,9 +40,11 @@ def relative_spread(low: int | float, high: int | float) -> Fraction:
 
 
 @lru_cache(maxsize=64)
-def _exact_tolerance(relative_tolerance: float) -> Fraction:
-    """``Fraction(relative_tolerance)``, made once per policy value (Fractions are immutable)."""
-    return Fraction(relative_tolerance)
+def _exact_tolerance(relative_tolerance: float) -> tuple[Fraction, tuple[int, int]]:
+    """``Fraction(relative_tolerance)`` and its ``(numerator, denominator)``, made once per policy
+    value (Fractions are immutable; their numerator and denominator are interpreted properties)."""
+    exact = Fraction(relative_tolerance)
+    return exact, (exact.numerator, exact.denominator)
 
 
 def _ratio(value: Any) -> tuple[int, int] | None:
@@ -90,8 +92,7 @@ class ContradictionChecker:
         if not 0 <= relative_tolerance <= 1:
             raise ValueError("relative_tolerance must be within [0, 1]")
         self.relative_tolerance = relative_tolerance
-        self._tolerance = _exact_tolerance(relative_tolerance)
-        self._tolerance_ratio = (self._tolerance.numerator, self._tolerance.denominator)
+        self._tolerance, self._tolerance_ratio = _exact_tolerance(relative_tolerance)
 
     def check(
         self,

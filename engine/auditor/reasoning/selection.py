@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final
 
 from engine.auditor.reasoning.claim_extraction import Claim
 from engine.auditor.reasoning.values import epoch_micros
@@ -108,7 +108,10 @@ class Selection(Record):
 
     def selected_ids(self) -> list[str]:
         """Selected evidence ids in bundle order."""
-        return [candidate.evidence_id for candidate in sorted(self.selected, key=lambda c: c.index)]
+        selected = self.selected
+        if len(selected) == 1:
+            return [selected[0].evidence_id]  # one candidate is in bundle order
+        return [candidate.evidence_id for candidate in sorted(selected, key=lambda c: c.index)]
 
     def to_output(self) -> dict[str, Any]:
         """The selection as committed inside an aggregate step."""
@@ -137,14 +140,6 @@ class Selection(Record):
         return output
 
 
-class _Base(NamedTuple):
-    """What every outcome of :func:`select` shares: the requirement, its policy, the ordered candidates."""
-
-    requirement_id: str
-    policy: SelectionPolicy
-    ordered: tuple[Candidate, ...]
-
-
 def _priorities(requirement: DataRequirement | None) -> dict[str, int]:
     if requirement is None:
         return {}
@@ -156,6 +151,8 @@ def order_candidates(
     candidates: Sequence[Candidate], tie_breaker: str, requirement: DataRequirement | None
 ) -> list[Candidate]:
     """Candidates in tie-breaker order (always ending with bundle order)."""
+    if len(candidates) <= 1 and tie_breaker != "most_recent":
+        return list(candidates)  # nothing to order (the keys of the other tie-breakers cannot fail)
     if tie_breaker == "source_priority":
         priority = _priorities(requirement)
         return sorted(candidates, key=lambda c: (priority.get(c.source_id, len(priority)), -c.tier, c.index))
@@ -202,23 +199,34 @@ def select(
 ) -> Selection:
     """Apply ``policy`` to ``candidates``; ``key_of`` says what a candidate states about the event."""
     policy = policy or DEFAULT_POLICY
-    ordered = tuple(order_candidates(candidates, policy.tie_breaker, requirement))
-    base = _Base(requirement_id, policy, ordered)
+    if type(policy) is SelectionPolicy:
+        fields = policy.__dict__  # an exact policy's field dict: one read instead of one per field
+        tie_breaker, min_sources, strategy = fields["tie_breaker"], fields["min_sources"], fields["strategy"]
+    else:
+        tie_breaker, min_sources, strategy = policy.tie_breaker, policy.min_sources, policy.strategy
+    ordered = tuple(order_candidates(candidates, tie_breaker, requirement))
     if not ordered:
-        return _with(base, failure="no_candidates", message="no usable evidence for this requirement")
-    if _sources(ordered) < policy.min_sources:
-        message = f"{_sources(ordered)} usable source(s), min_sources is {policy.min_sources}"
-        return _with(base, failure="min_sources", message=message, groups=_frozen(_group(ordered, key_of)))
-    if policy.strategy == "multi_source_quorum":
-        return _quorum(base, policy, key_of)
+        message = "no usable evidence for this requirement"
+        return Selection(requirement_id, policy, ordered, failure="no_candidates", message=message)
+    if _sources(ordered) < min_sources:
+        message = f"{_sources(ordered)} usable source(s), min_sources is {min_sources}"
+        groups = _frozen(_group(ordered, key_of))
+        return Selection(
+            requirement_id, policy, ordered, groups=groups, failure="min_sources", message=message
+        )
+    if strategy == "multi_source_quorum":
+        return _quorum(requirement_id, policy, ordered, key_of)
     groups = _frozen(_group(ordered, key_of))
-    if policy.strategy == "fallback_chain":
-        return _fallback(base, requirement, groups)
-    return _with(base, selected=(ordered[0],), groups=groups, message=f"selected {ordered[0].evidence_id}")
+    if strategy == "fallback_chain":
+        return _fallback(requirement_id, policy, ordered, requirement, groups)
+    message = f"selected {ordered[0].evidence_id}"
+    return Selection(requirement_id, policy, ordered, selected=(ordered[0],), groups=groups, message=message)
 
 
 def _fallback(
-    base: _Base,
+    requirement_id: str,
+    policy: SelectionPolicy,
+    ordered: tuple[Candidate, ...],
     requirement: DataRequirement | None,
     groups: tuple[tuple[Any, tuple[Candidate, ...]], ...],
 ) -> Selection:
@@ -229,16 +237,18 @@ def _fallback(
         if chosen is not None:
             chain.append((source, "not_needed"))
             continue
-        match = next((c for c in base.ordered if c.source_id == source), None)
+        match = next((c for c in ordered if c.source_id == source), None)
         chain.append((source, "selected" if match else "unavailable"))
         chosen = match
     fallback_used = chosen is None or chosen.source_id != (targets[0] if targets else None)
     if chosen is None:
-        chosen = base.ordered[0]
+        chosen = ordered[0]
         chain.append((chosen.source_id, "selected_outside_chain"))
     message = f"selected {chosen.evidence_id}" + (" (fallback)" if fallback_used else "")
-    return _with(
-        base,
+    return Selection(
+        requirement_id,
+        policy,
+        ordered,
         selected=(chosen,),
         groups=groups,
         fallback_used=fallback_used,
@@ -247,30 +257,34 @@ def _fallback(
     )
 
 
-def _quorum(base: _Base, policy: SelectionPolicy, key_of: Callable[[Candidate], Any]) -> Selection:
+def _quorum(
+    requirement_id: str,
+    policy: SelectionPolicy,
+    ordered: tuple[Candidate, ...],
+    key_of: Callable[[Candidate], Any],
+) -> Selection:
     considered: list[Candidate] = []
     seen: set[str] = set()
-    for candidate in base.ordered:
-        if candidate.source_id not in seen and len(considered) < policy.max_sources:
+    max_sources = policy.max_sources
+    for candidate in ordered:
+        if candidate.source_id not in seen and len(considered) < max_sources:
             seen.add(candidate.source_id)
             considered.append(candidate)
     groups = _group(considered, key_of)
     sizes = [_sources(members) for _, members in groups]
     best = max(sizes)
     frozen = _frozen(groups)
-    if best < policy.quorum:
-        message = (
-            f"quorum not met: at most {best} of {len(considered)} sources agree, quorum is {policy.quorum}"
+    quorum = policy.quorum
+    if best < quorum:
+        message = f"quorum not met: at most {best} of {len(considered)} sources agree, quorum is {quorum}"
+        return Selection(
+            requirement_id, policy, ordered, groups=frozen, failure="quorum_not_met", message=message
         )
-        return _with(base, groups=frozen, failure="quorum_not_met", message=message)
     if sizes.count(best) > 1:
         message = f"no consensus: {sizes.count(best)} groups of {best} sources disagree"
-        return _with(base, groups=frozen, failure="no_consensus", message=message)
+        return Selection(
+            requirement_id, policy, ordered, groups=frozen, failure="no_consensus", message=message
+        )
     members = groups[sizes.index(best)][1]
-    message = f"quorum met: {best} of {len(considered)} sources agree (quorum {policy.quorum})"
-    return _with(base, selected=tuple(members), groups=frozen, message=message)
-
-
-def _with(base: _Base, **changes: Any) -> Selection:
-    """The selection of ``base``'s candidates with the outcome fields ``changes`` (others default)."""
-    return Selection(requirement_id=base.requirement_id, policy=base.policy, ordered=base.ordered, **changes)
+    message = f"quorum met: {best} of {len(considered)} sources agree (quorum {quorum})"
+    return Selection(requirement_id, policy, ordered, selected=tuple(members), groups=frozen, message=message)

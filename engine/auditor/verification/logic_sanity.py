@@ -15,9 +15,8 @@ kept with a warning (historical APIs are fetched after the fact).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from functools import lru_cache
-from typing import Any, ClassVar, Final, NamedTuple
+from datetime import timedelta
+from typing import Any, ClassVar, Final
 
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.checks import passed as check_passed
@@ -27,12 +26,14 @@ from engine.auditor.reasoning.claim_extraction import ClaimSet, ItemClaims
 from engine.auditor.reasoning.semantics import EventSpec, derive_event_spec
 from engine.auditor.reasoning.values import format_time, is_finite_number
 from engine.auditor.record import Record
+from engine.auditor.verification.event_checks import event_checks
 from engine.schemas import (
     CheckResult,
     DataRequirement,
     EvidenceBundle,
     EvidenceItem,
     PromptSpec,
+    Provenance,
     SourcePolicy,
 )
 
@@ -163,13 +164,21 @@ class LogicSanityChecker:
             market.min_provenance_tier,
             market.allowed_sources,
         )
+        bundle_items, extractions = evidence.items, claims.items
+        if len(bundle_items) != len(extractions):
+            list(zip(bundle_items, extractions, strict=True))  # raises the ValueError of a strict zip
+        # A native loop by position (``zip(strict=True)`` is a keyword call through Python).
         items = tuple(
-            self._assess_item(audit, item, extraction, requirements, event, primary)
-            for item, extraction in zip(evidence.items, claims.items, strict=True)
+            [
+                self._assess_item(
+                    audit, bundle_items[position], extractions[position], requirements, event, primary
+                )
+                for position in range(len(bundle_items))
+            ]
         )
         checks: list[CheckResult] = []
         insufficient: list[str] = []
-        self._bundle_checks(prompt_spec, evidence, checks, insufficient)
+        self._bundle_checks(market.market_id, evidence, items, checks, insufficient)
         if claims.problems:
             checks.append(
                 check_failed(
@@ -178,15 +187,15 @@ class LogicSanityChecker:
                     {"problems": list(claims.problems)},
                 )
             )
-        if market.resolution_window.start > market.resolution_window.end:
+        if audit.start > audit.end:
             checks.append(check_failed("sanity.window_order", "resolution_window.start is after its end"))
             insufficient.append("window_reversed")
         else:
             checks.append(check_passed("sanity.window_order", "resolution_window.start is not after its end"))
-        checks.append(self._time_check(prompt_spec, items))
+        checks.append(self._time_check(audit, items))
         checks.append(_eligibility(items))
-        self._coverage(order, evidence, checks, insufficient)
-        checks.extend(_event_checks(event))
+        self._coverage(order, items, checks, insufficient)
+        checks.extend(event_checks(event))
         insufficient.extend(code for code, _ in event.problems)
         checks.append(self._event_variables(event, primary, items, insufficient))
         checks.append(self._confidence(claims, items))
@@ -205,12 +214,20 @@ class LogicSanityChecker:
         reason = None
         # Each model field is read once into a local: a Pydantic attribute read is not cheap.
         provenance = item.provenance
-        source_id = provenance.source_id
-        tier = provenance.tier
-        requirement_id = item.requirement_id
-        confidence = item.extracted_fields.get("confidence")
+        if type(item) is EvidenceItem and type(provenance) is Provenance:
+            # The models' own field dicts (one read each instead of one per field); ``valid`` is
+            # the ``is_valid`` property's expression. Subclasses take the attribute path below.
+            fields, origin = item.__dict__, provenance.__dict__
+            source_id, tier = origin["source_id"], origin["tier"]
+            evidence_id, requirement_id = fields["evidence_id"], fields["requirement_id"]
+            extracted, valid = fields["extracted_fields"], fields["success"] and fields["error"] is None
+        else:
+            source_id, tier = provenance.source_id, provenance.tier
+            evidence_id, requirement_id = item.evidence_id, item.requirement_id
+            extracted, valid = item.extracted_fields, item.is_valid
+        confidence = extracted.get("confidence")
         requirement = requirements.get(requirement_id)
-        if not item.is_valid:
+        if not valid:
             reason = "fetch_failed"
         elif confidence is not None and not (is_finite_number(confidence) and 0 <= confidence <= 1):
             reason = "confidence_out_of_bounds"
@@ -234,7 +251,7 @@ class LogicSanityChecker:
                 reason = "value_kind_mismatch"
         return ItemAssessment(
             index=extraction.index,
-            evidence_id=item.evidence_id,
+            evidence_id=evidence_id,
             requirement_id=requirement_id,
             source_id=source_id,
             tier=tier,
@@ -245,22 +262,29 @@ class LogicSanityChecker:
 
     @staticmethod
     def _bundle_checks(
-        prompt_spec: PromptSpec, evidence: EvidenceBundle, checks: list[CheckResult], insufficient: list[str]
+        market_id: str,
+        evidence: EvidenceBundle,
+        items: Sequence[ItemAssessment],
+        checks: list[CheckResult],
+        insufficient: list[str],
     ) -> None:
-        count = len(evidence.items)
+        count = len(items)
         if count:
             checks.append(check_passed("bundle.non_empty", f"bundle holds {count} evidence item(s)"))
         else:
             checks.append(check_failed("bundle.non_empty", "bundle holds no evidence items"))
             insufficient.append("empty_bundle")
-        market_id = prompt_spec.market.market_id
         if evidence.market_id == market_id:
             checks.append(check_passed("bundle.market_id", f"bundle is for market {market_id}"))
         else:
             message = f"bundle is for market {evidence.market_id!r}, the prompt spec for {market_id!r}"
             checks.append(check_failed("bundle.market_id", message))
             insufficient.append("market_id_mismatch")
-        duplicates = evidence.duplicate_evidence_ids()
+        duplicates = (
+            _duplicates([item.evidence_id for item in items])
+            if type(evidence) is EvidenceBundle
+            else evidence.duplicate_evidence_ids()
+        )
         if duplicates:
             message = (
                 "evidence ids occur more than once, so steps cannot cite them unambiguously: "
@@ -271,12 +295,11 @@ class LogicSanityChecker:
         else:
             checks.append(check_passed("bundle.unique_evidence_ids", "every evidence id is unique"))
 
-    def _time_check(self, prompt_spec: PromptSpec, items: Sequence[ItemAssessment]) -> CheckResult:
-        window = prompt_spec.market.resolution_window
+    def _time_check(self, audit: _PerAudit, items: Sequence[ItemAssessment]) -> CheckResult:
         details: dict[str, Any] = {
             "slack_seconds": self.config.timestamp_slack_seconds,
-            "window_end": format_time(window.end),
-            "window_start": format_time(window.start),
+            "window_end": format_time(audit.end),
+            "window_start": format_time(audit.start),
         }
         for status in ("outside_window", "fetched_before_window", "fetched_after_window", "no_timestamp"):
             ids = [item.evidence_id for item in items if item.time_status == status]
@@ -300,9 +323,12 @@ class LogicSanityChecker:
 
     @staticmethod
     def _coverage(
-        order: Sequence[str], evidence: EvidenceBundle, checks: list[CheckResult], insufficient: list[str]
+        order: Sequence[str],
+        items: Sequence[ItemAssessment],
+        checks: list[CheckResult],
+        insufficient: list[str],
     ) -> None:
-        present = {item.requirement_id for item in evidence.items}
+        present = {item.requirement_id for item in items}
         missing = [requirement_id for requirement_id in order if requirement_id not in present]
         if missing:
             message = "no evidence item for requirement(s): " + ", ".join(missing)
@@ -342,22 +368,42 @@ class LogicSanityChecker:
         )
 
 
-class _PerAudit(NamedTuple):
-    """What every item's assessment reads from the prompt spec and config, read once per audit."""
+class _PerAudit:
+    """What every item's assessment reads from the prompt spec and config, read once per audit
+    (a native class when compiled: a NamedTuple is built through an interpreted ``__new__``)."""
 
-    start: datetime
-    end: datetime
-    slack: timedelta
-    min_tier: int
-    allowed_sources: list[SourcePolicy]
+    __slots__ = ("allowed_sources", "end", "min_tier", "slack", "start")
+
+    def __init__(self, start: Any, end: Any, slack: timedelta, min_tier: Any, allowed_sources: Any) -> None:
+        # ``Any``: the models' values as they are (no compiled type check the NamedTuple did not make).
+        self.start: Final = start
+        self.end: Final = end
+        self.slack: Final = slack
+        self.min_tier: Final = min_tier
+        self.allowed_sources: Final = allowed_sources
 
 
 def _source_tier(allowed_sources: list[SourcePolicy], source_id: str) -> int | None:
     """The source policy's minimum tier, 0 when unlisted, None when the source is disallowed."""
     for policy in allowed_sources:
-        if policy.source_id == source_id:
+        if type(policy) is SourcePolicy:
+            fields = policy.__dict__  # an exact policy's field dict: one read instead of three
+            if fields["source_id"] == source_id:
+                return fields["min_provenance_tier"] if fields["allow"] else None
+        elif policy.source_id == source_id:
             return policy.min_provenance_tier if policy.allow else None
     return 0
+
+
+def _duplicates(evidence_ids: list[str]) -> list[str]:
+    """:meth:`EvidenceBundle.duplicate_evidence_ids` of a bundle whose items have these evidence ids."""
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for evidence_id in evidence_ids:
+        if evidence_id in seen and evidence_id not in duplicates:
+            duplicates.append(evidence_id)
+        seen.add(evidence_id)
+    return duplicates
 
 
 def _time_status(audit: _PerAudit, extraction: ItemClaims) -> str:
@@ -388,111 +434,3 @@ def _eligibility(items: Sequence[ItemAssessment]) -> CheckResult:
     reasons = "; ".join(f"{reason}: {', '.join(ids)}" for reason, ids in excluded.items())
     message = f"{len(items) - usable} of {len(items)} item(s) excluded ({reasons})"
     return check_warning("sanity.eligibility", message, {"excluded": excluded, "usable": usable})
-
-
-_Recipe = tuple[tuple[str, str, str, dict[str, Any]], tuple[str, str, str, dict[str, Any]]]
-
-
-def _event_checks(event: EventSpec) -> list[CheckResult]:
-    """The threshold and comparator checks, built fresh from the event's cached recipe."""
-    return [
-        _make(severity, check_id, message, dict(details))
-        for severity, check_id, message, details in _recipe_of(event)
-    ]
-
-
-_RECIPES_BY_EVENT: dict[int, tuple[EventSpec, _Recipe]] = {}
-_RECIPES_BY_EVENT_LIMIT: Final = 1024
-
-
-def _recipe_of(event: EventSpec) -> _Recipe:
-    """:func:`_event_recipe` of ``event``, found by identity first.
-
-    ``derive_event_spec`` hands the bundles of one market the same (cached, immutable) event
-    object, and hashing it for the value-keyed cache costs more than the rest of the lookup. An
-    entry holds its event, so the ``id`` cannot be reused while the entry lives; any other object
-    takes the value-keyed path.
-    """
-    found = _RECIPES_BY_EVENT.get(id(event))
-    if found is not None and found[0] is event:
-        return found[1]
-    recipe = _event_recipe(event, _value_type(event))
-    if len(_RECIPES_BY_EVENT) >= _RECIPES_BY_EVENT_LIMIT:
-        _RECIPES_BY_EVENT.clear()
-    _RECIPES_BY_EVENT[id(event)] = (event, recipe)
-    return recipe
-
-
-def _value_type(event: EventSpec) -> str:
-    return type(event.threshold.value).__name__ if event.threshold is not None else ""
-
-
-def _make(severity: str, check_id: str, message: str, details: dict[str, Any]) -> CheckResult:
-    """The check of that severity name (direct calls: a compiled build makes them native)."""
-    if severity == "passed":
-        return check_passed(check_id, message, details)
-    if severity == "warning":
-        return check_warning(check_id, message, details)
-    if severity == "failed":
-        return check_failed(check_id, message, details)
-    raise KeyError(severity)
-
-
-@lru_cache(maxsize=1024)
-def _event_recipe(event: EventSpec, value_type: str) -> _Recipe:
-    """``(severity, check_id, message, details)`` of both checks (events are immutable values;
-    callers copy ``details`` so the cached dicts are never handed out). ``value_type`` keeps a
-    threshold of ``1`` and one of ``1.0`` (equal, so one cache key otherwise) apart."""
-    del value_type
-    threshold: tuple[str, str, str, dict[str, Any]]
-    comparator: tuple[str, str, str, dict[str, Any]]
-    problems = dict(event.problems)
-    threshold_problem = problems.get("threshold_unparseable") or problems.get("threshold_missing")
-    if threshold_problem:
-        threshold = ("failed", "sanity.threshold", threshold_problem, {"text": event.threshold_text})
-    elif event.threshold is not None:
-        quantity = event.threshold
-        details = {"text": quantity.text, "unit": quantity.unit, "value": quantity.value}
-        threshold = (
-            "passed",
-            "sanity.threshold",
-            f"threshold {quantity.text!r} is {quantity.value!r}",
-            details,
-        )
-    elif event.kind == "text_equals":
-        threshold = (
-            "passed",
-            "sanity.threshold",
-            "threshold is compared as exact text",
-            {"text": event.threshold_text},
-        )
-    elif event.kind == "threshold":
-        threshold = ("failed", "sanity.threshold", "no threshold given", {"text": event.threshold_text})
-    else:
-        threshold = (
-            "passed",
-            "sanity.threshold",
-            f"{event.kind} event: no threshold needed",
-            {"event_kind": event.kind},
-        )
-    comparator_problem = problems.get("comparator_unparseable") or problems.get("comparator_missing")
-    details = {
-        "comparator": event.comparator,
-        "phrase": event.comparator_phrase,
-        "source": event.comparator_source,
-    }
-    if comparator_problem:
-        comparator = ("failed", "sanity.comparator", comparator_problem, details)
-    elif event.comparator is None:
-        comparator = (
-            "passed",
-            "sanity.comparator",
-            f"{event.kind} event: no comparison needed",
-            {"event_kind": event.kind},
-        )
-    elif event.warnings:
-        comparator = ("warning", "sanity.comparator", "; ".join(event.warnings), details)
-    else:
-        message = f"'{event.comparator_phrase}' in the {event.comparator_source} means {event.comparator}"
-        comparator = ("passed", "sanity.comparator", message, details)
-    return threshold, comparator

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, NamedTuple, TypeGuard
+from typing import Any, Final, NamedTuple
 
 from pydantic import BaseModel
 
 from engine.auditor import checks as _checks
+from engine.auditor.verification.key_scan import _find_key, holds_key, is_mapping
 from engine.commitments import step_hash
 from engine.schemas import (
     ChallengeRef,
@@ -44,7 +45,14 @@ from engine.schemas import (
 )
 from engine.schemas.trusted import trusted
 
-__all__ = ["EXTERNAL_FACT_KEYS", "REQUIRED_VARIABLES", "VERDICT_KEYS", "TracePolicyVerifier", "holds_key"]
+__all__ = [
+    "EXTERNAL_FACT_KEYS",
+    "REQUIRED_VARIABLES",
+    "VERDICT_KEYS",
+    "TracePolicyVerifier",
+    "built_step_count",
+    "holds_key",
+]
 
 STEP_TYPES: Final = frozenset({"search", "extract", "check", "deduce", "aggregate", "map"})
 EXTERNAL_FACT_KEYS: Final = frozenset(
@@ -55,7 +63,6 @@ VERDICT_ORDER = ("outcome", "preliminary_outcome", "recommended_outcome", "verdi
 REQUIRED_VARIABLES = ("source_summary", "conflict_detected", "insufficient_evidence")
 OPTIONAL_VARIABLES = ("event_observed", "numeric_value", "timestamp")
 _STEP_ID: Final = re.compile(r"step_(\d{1,9})")
-_MAX_SCAN_DEPTH: Final = 16
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -104,65 +111,7 @@ def _string_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-_LEAF_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 _STR_ONLY = {str}
-
-
-def is_mapping(value: Any) -> TypeGuard[Mapping[Any, Any]]:
-    kind = type(value)
-    return kind is dict or (kind not in _LEAF_TYPES and kind is not list and isinstance(value, Mapping))
-
-
-def _is_container(value: Any) -> bool:
-    kind = type(value)
-    return kind is dict or kind is list or (kind not in _LEAF_TYPES and isinstance(value, (list, Mapping)))
-
-
-def holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
-    """Whether :func:`_find_key` would find a key: the same walk, without paths or ordering."""
-    if depth > _MAX_SCAN_DEPTH:
-        return False
-    kind = type(value)
-    if kind is dict:
-        for key in value:  # a native loop: ``keys.isdisjoint(value)`` without the method call
-            if key in keys:
-                return True
-        children: Any = value.values()
-    elif kind is list or isinstance(value, list):
-        children = value
-    elif is_mapping(value):
-        if not keys.isdisjoint(value):
-            return True
-        children = value.values()
-    else:
-        return False
-    for child in children:  # noqa: SIM110 (a plain loop is faster than any() on this hot path)
-        if type(child) not in _LEAF_TYPES and holds_key(child, keys, depth + 1):
-            return True
-    return False
-
-
-def _find_key(value: Any, keys: frozenset[str], path: str, depth: int) -> str | None:
-    """Path of the first key from ``keys`` inside ``value`` (keys visited in sorted order)."""
-    if depth > _MAX_SCAN_DEPTH:
-        return None
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            if _is_container(item):
-                found = _find_key(item, keys, f"{path}[{index}]", depth + 1)
-                if found:
-                    return found
-        return None
-    if not is_mapping(value):
-        return None
-    if not keys.isdisjoint(value):
-        return f"{path}.{min(key for key in value if key in keys)}"
-    nested = [key for key, child in value.items() if type(child) not in _LEAF_TYPES]
-    for key in sorted(nested, key=str):
-        found = _find_key(value[key], keys, f"{path}.{key}", depth + 1)
-        if found:
-            return found
-    return None
 
 
 class _Findings:
@@ -321,9 +270,7 @@ class TracePolicyVerifier:
         """Step count if :meth:`verify_built` passes ``trace`` with :func:`passing_check` alone, else 0."""
         steps, limit = trace.steps, trace.policy.max_steps
         if sound and steps and type(limit) is int and limit >= 1 and self.max_steps is None:
-            known = {item.evidence_id for item in evidence.items}
-            if len(steps) <= limit and _final([_view(steps[-1])], known) is None:
-                return len(steps)
+            return built_step_count(steps, limit, {item.evidence_id for item in evidence.items}, sound)
         return 0
 
     def _count(self, views: Sequence[_View], policy: Any) -> Failure:
@@ -350,6 +297,22 @@ def passing_check(count: int) -> CheckResult:
     """The one check of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
     message = f"{count} step(s) satisfy every trace policy rule"
     return _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+
+
+def built_step_count(steps: list[Any], limit: Any, known: set[str], sound: bool) -> int:
+    """:meth:`TracePolicyVerifier.built_passes` (verifier without ``max_steps``) of a trace with these
+    steps, ``policy.max_steps`` ``limit`` and a bundle with the evidence ids ``known``."""
+    if not (sound and steps and type(limit) is int and limit >= 1 and len(steps) <= limit):
+        return 0
+    last = steps[-1]
+    if type(last) is ReasoningStep:
+        # An exact step's field dict (one attribute read instead of one per field, and no view).
+        fields = last.__dict__
+        failure = _final_step(0, fields["step_id"], fields["type"], fields["output"], known)
+    else:
+        view = _view(last)
+        failure = _final_step(0, view.step_id, view.type, view.output, known)
+    return len(steps) if failure is None else 0
 
 
 def _passing(count: int) -> VerificationResult:  # every rule holds: passing_check alone
@@ -457,11 +420,16 @@ def _final(views: Sequence[_View], known: set[str]) -> Failure:
         return 0, "", "trace has no steps, so no evaluation variables", None
     index = len(views) - 1
     view = views[index]
-    output = view.output
+    return _final_step(index, view.step_id, view.type, view.output, known)
+
+
+def _final_step(index: int, step_id: Any, step_type: Any, output: Any, known: set[str]) -> Failure:
+    """:func:`_final` of the step at ``index`` with these fields (its last step)."""
+    label = step_id if isinstance(step_id, str) else ""
     variables = output.get("evaluation_variables") if is_mapping(output) else None
-    if view.type not in ("map", "aggregate") or not is_mapping(variables):
-        message = f"final step {view.step_id} is not a map/aggregate step with evaluation_variables"
-        return index, _label(view), message, None
+    if step_type not in ("map", "aggregate") or not is_mapping(variables):
+        message = f"final step {step_id} is not a map/aggregate step with evaluation_variables"
+        return index, label, message, None
     problems = [f"{key} is missing" for key in REQUIRED_VARIABLES if key not in variables]
     summary = variables.get("source_summary")
     if "source_summary" in variables and not _string_list(summary):
@@ -482,7 +450,7 @@ def _final(views: Sequence[_View], known: set[str]) -> Failure:
     if variables.get("timestamp") is not None and not isinstance(variables.get("timestamp"), str):
         problems.append("timestamp must be a string or null")
     if problems:
-        return index, _label(view), f"evaluation_variables of {view.step_id}: " + "; ".join(problems), None
+        return index, label, f"evaluation_variables of {step_id}: " + "; ".join(problems), None
     return None
 
 

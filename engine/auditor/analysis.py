@@ -270,5 +270,8 @@ def representative_id(selection: Selection | None) -> str:
 
 
 def _source_summary(selections: Sequence[Selection]) -> list[str]:
-    chosen = sorted({c.index: c.evidence_id for s in selections if s.ok for c in s.selected}.items())
+    by_index = {c.index: c.evidence_id for s in selections if s.ok for c in s.selected}
+    if len(by_index) <= 1:
+        return list(by_index.values())  # one chosen item (or none) is already in order and unique
+    chosen = sorted(by_index.items())
     return list(dict.fromkeys(evidence_id for _, evidence_id in chosen))

@@ -163,7 +163,12 @@ class _Steps:
             if key in VERDICT_KEYS:
                 return False
         variables = output.get("evaluation_variables")
-        if variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
+        if type(variables) is dict:
+            table: dict[Any, Any] = variables
+            for key in table:  # ``VERDICT_KEYS.isdisjoint(variables)`` as a native loop
+                if key in VERDICT_KEYS:
+                    return False
+        elif variables is not None and is_mapping(variables) and not VERDICT_KEYS.isdisjoint(variables):
             return False
         return not holds_key(inputs, EXTERNAL_FACT_KEYS, 0)
 

@@ -258,3 +258,15 @@ def test_key_scan_over_dicts_lists_and_other_mappings_agrees_with_the_path_walk(
     assert holds_key(value, EXTERNAL_FACT_KEYS, 0) == (
         _find_key(value, EXTERNAL_FACT_KEYS, "inputs", 0) is not None
     )
+
+
+@given(st.integers(0, 31 * 24 * 3600) | st.floats(0, 1e6, allow_nan=False))
+@settings(max_examples=200)
+def test_slack_delta_equals_a_fresh_timedelta(seconds: float) -> None:
+    from datetime import timedelta
+
+    from engine.auditor.verification.logic_sanity import slack_delta
+
+    made = slack_delta(seconds)
+    assert made == timedelta(seconds=seconds) and type(made) is timedelta
+    assert slack_delta(seconds) == made

@@ -33,14 +33,12 @@ def holds_key(value: Any, keys: frozenset[str], depth: int) -> bool:
         return False
     kind = type(value)
     if kind is dict:
-        # Native loops over an exact dict: its keys first, then its non-leaf values (the order the
-        # general path below takes, without a ``values()`` method call or a set lookup per child).
+        # One native pass over an exact dict's items (the answer is an "or" over its keys and its
+        # non-leaf values, so visiting both in one pass gives the general path's answer), without
+        # a ``values()`` method call or a set lookup per child.
         mapping: dict[Any, Any] = value
-        for key in mapping:
-            if key in keys:
-                return True
-        for child in mapping.values():  # noqa: SIM110 (a native loop; any() builds a generator)
-            if not _leaf(child) and holds_key(child, keys, depth + 1):
+        for key, child in mapping.items():
+            if key in keys or (not _leaf(child) and holds_key(child, keys, depth + 1)):
                 return True
         return False
     if kind is list:

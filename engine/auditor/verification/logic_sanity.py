@@ -160,7 +160,7 @@ class LogicSanityChecker:
         audit = _PerAudit(
             window.start,
             window.end,
-            timedelta(seconds=self.config.timestamp_slack_seconds),
+            slack_delta(self.config.timestamp_slack_seconds),
             market.min_provenance_tier,
             market.allowed_sources,
         )
@@ -381,6 +381,22 @@ class _PerAudit:
         self.slack: Final = slack
         self.min_tier: Final = min_tier
         self.allowed_sources: Final = allowed_sources
+
+
+_SLACKS: dict[int, timedelta] = {}
+_SLACKS_LIMIT: Final = 64
+
+
+def slack_delta(seconds: Any) -> timedelta:
+    """``timedelta(seconds=seconds)``, made once per int value (timedeltas are immutable values)."""
+    if type(seconds) is not int:
+        return timedelta(seconds=seconds)
+    found = _SLACKS.get(seconds)
+    if found is None:
+        if len(_SLACKS) >= _SLACKS_LIMIT:
+            _SLACKS.clear()
+        found = _SLACKS[seconds] = timedelta(seconds=seconds)
+    return found
 
 
 def _source_tier(allowed_sources: list[SourcePolicy], source_id: str) -> int | None:

@@ -430,8 +430,9 @@ def _final_step(index: int, step_id: Any, step_type: Any, output: Any, known: se
     if step_type not in ("map", "aggregate") or not is_mapping(variables):
         message = f"final step {step_id} is not a map/aggregate step with evaluation_variables"
         return index, label, message, None
+    get = variables.get  # bound once: a method lookup per read costs more than the read
     problems = [f"{key} is missing" for key in REQUIRED_VARIABLES if key not in variables]
-    summary = variables.get("source_summary")
+    summary = get("source_summary")
     if "source_summary" in variables and not _string_list(summary):
         problems.append("source_summary must be a list of evidence ids")
     elif isinstance(summary, list):
@@ -441,13 +442,13 @@ def _final_step(index: int, step_id: Any, step_type: Any, output: Any, known: se
     for key in ("conflict_detected", "insufficient_evidence"):
         if key in variables and not isinstance(variables[key], bool):
             problems.append(f"{key} must be a bool")
-    observed = variables.get("event_observed")
+    observed = get("event_observed")
     if observed is not None and not isinstance(observed, bool):
         problems.append("event_observed must be a bool or null")
-    number = variables.get("numeric_value")
+    number = get("numeric_value")
     if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
         problems.append("numeric_value must be a number or null")
-    if variables.get("timestamp") is not None and not isinstance(variables.get("timestamp"), str):
+    if get("timestamp") is not None and not isinstance(get("timestamp"), str):
         problems.append("timestamp must be a string or null")
     if problems:
         return index, label, f"evaluation_variables of {step_id}: " + "; ".join(problems), None

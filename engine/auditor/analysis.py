@@ -154,13 +154,13 @@ def analyse(prompt_spec: PromptSpec, claims: ClaimSet, sanity: SanityReport, con
         policy = requirement.selection_policy if requirement else None
         selections.append(select(requirement_id, policy, requirement, candidates, key_of))
     eligible = {item.index for item in sanity.items if item.eligible}
-    decisive = list(
-        dict.fromkeys(
-            item.value_key
-            for item in claims.items
-            if item.requirement_id == sanity.primary_requirement_id and item.value_key is not None
-        )
-    )
+    primary_id = sanity.primary_requirement_id
+    decisive_first = {  # first occurrences, in order (``dict.fromkeys`` without the call)
+        item.value_key: None
+        for item in claims.items
+        if item.requirement_id == primary_id and item.value_key is not None
+    }
+    decisive = list(decisive_first)
     compared = [claim for item in claims.items if item.index in eligible for claim in item.claims]
     contradictions = ContradictionChecker(config.numeric_tolerance).check(
         compared, decisive_keys=frozenset(decisive), agrees=_agrees(event)

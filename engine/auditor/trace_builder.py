@@ -92,8 +92,16 @@ def _unique(values: Iterable[Any]) -> list[Any]:
     return list({value: None for value in values})
 
 
-def _chunks(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
+def _chunks(values: list[str], size: int) -> list[list[str]]:
+    """Consecutive runs of ``size`` values (the last may be shorter)."""
+    if size == 1:
+        return [[value] for value in values]
     return [values[start : start + size] for start in range(0, len(values), size)]
+
+
+def _index_chunks(count: int, size: int) -> list[list[int]]:
+    """:func:`_chunks` of ``list(range(count))``: typed ``int``, so indexing with them stays native."""
+    return [list(range(start, min(start + size, count))) for start in range(0, count, size)]
 
 
 class BuiltSteps(NamedTuple):
@@ -323,12 +331,13 @@ def build_trace_parts(
     item_chunk, requirement_chunk = plan_chunks(len(items), len(order), config.max_steps)
     extract_of: dict[int, str] = {}
     claim_items = claims.items
-    for chunk in _chunks(list(range(len(items))), item_chunk):
-        inputs = [item_inputs[index] for index in chunk]
-        outputs = [claim_items[index].to_output() for index in chunk]
-        ids = [item_inputs[index]["evidence_id"] for index in chunk]
+    for positions in _index_chunks(len(items), item_chunk):
+        inputs = [item_inputs[index] for index in positions]
+        outputs = [claim_items[index].to_output() for index in positions]
+        ids = [item_inputs[index]["evidence_id"] for index in positions]
         step_id = steps.add("extract", "extract_claims", {"items": inputs}, {"items": outputs}, ids, [])
-        extract_of.update(dict.fromkeys(chunk, step_id))
+        for index in positions:  # ``extract_of.update(dict.fromkeys(positions, step_id))`` as a native loop
+            extract_of[index] = step_id
     requirements = {r.requirement_id: r for r in prompt_spec.data_requirements}
     market = prompt_spec.market  # each model field is read once
     market_tier = market.min_provenance_tier

@@ -270,3 +270,28 @@ def test_slack_delta_equals_a_fresh_timedelta(seconds: float) -> None:
     made = slack_delta(seconds)
     assert made == timedelta(seconds=seconds) and type(made) is timedelta
     assert slack_delta(seconds) == made
+
+
+@given(st.integers(0, 30), st.integers(1, 7))
+@settings(max_examples=200)
+def test_step_chunks_equal_list_slices(count: int, size: int) -> None:
+    from engine.auditor.trace_builder import _chunks, _index_chunks
+
+    values = [f"r{index}" for index in range(count)]
+    assert _chunks(values, size) == [values[start : start + size] for start in range(0, count, size)]
+    positions = list(range(count))
+    assert _index_chunks(count, size) == [positions[start : start + size] for start in range(0, count, size)]
+
+
+@given(st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.booleans() | st.text(max_size=8))
+@settings(max_examples=300)
+def test_canonical_scalar_equals_the_type_reprs_and_canonical_json(value: object) -> None:
+    from engine.auditor.reasoning.claim_extraction import _canonical_scalar
+    from engine.canonical import dumps_canonical
+
+    made = _canonical_scalar(value)
+    if type(value) is int:
+        assert made == int.__repr__(value)
+    elif type(value) is float:
+        assert made == float.__repr__(value)
+    assert made == dumps_canonical(value)

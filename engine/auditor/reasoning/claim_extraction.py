@@ -79,10 +79,8 @@ def _canonical_scalar(value: Any) -> str:
     kind = type(value)
     if kind is bool:
         return "true" if value else "false"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
+    if kind is int or (kind is float and math.isfinite(value)):
+        return repr(value)  # an exact int or float: its type's own repr, one direct call
     if kind is str:
         text: str = encode_basestring(value)  # the escaping json.dumps(ensure_ascii=False) applies
         return text

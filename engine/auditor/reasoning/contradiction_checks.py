@@ -111,7 +111,7 @@ class ContradictionChecker:
             if claim.kind in CHECKED_KINDS:
                 groups.setdefault((claim.kind, claim.key), []).append(claim)
         results: list[CheckResult] = []
-        compared = dict.fromkeys(CHECKED_KINDS, 0)
+        compared = {"numeric": 0, "boolean": 0}  # ``dict.fromkeys(CHECKED_KINDS, 0)``, without the call
         for (kind, key), members in groups.items():
             if len({claim.evidence_id for claim in members}) < 2:
                 continue

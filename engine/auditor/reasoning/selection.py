@@ -124,7 +124,7 @@ class Selection(Record):
                 {
                     "agrees_on": key,
                     "evidence_ids": [member.evidence_id for member in members],
-                    "source_ids": list(dict.fromkeys(member.source_id for member in members)),
+                    "source_ids": list({member.source_id: None for member in members}),
                 }
                 for key, members in self.groups
             ],

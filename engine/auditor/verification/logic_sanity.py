@@ -127,7 +127,7 @@ def requirement_order(prompt_spec: PromptSpec, evidence: EvidenceBundle) -> list
     """Declared requirement ids in order; without declarations, those of the bundle, first seen first."""
     declared = [requirement.requirement_id for requirement in prompt_spec.data_requirements]
     if declared:
-        return list(dict.fromkeys(declared))
+        return list({requirement_id: None for requirement_id in declared})  # first occurrences, in order
     return list(dict.fromkeys(item.requirement_id for item in evidence.items))
 
 

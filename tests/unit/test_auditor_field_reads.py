@@ -142,7 +142,11 @@ def test_built_step_count_equals_built_passes_on_the_corpus_and_on_broken_last_s
         variants: list[list[Any]] = [trace.steps, [*trace.steps[:-1], broken_output]]
         variants += [[*trace.steps[:-1], broken_type], [*trace.steps[:-1], dict(last)], []]
         for steps in variants:
-            for limit in (trace.policy.max_steps, len(steps), max(len(steps) - 1, 1), 0, True, 9.0):
+            for sound in (True, False):
+                # Not an int (the pure rule's ``type(limit) is int``): never the built path.
+                assert built_step_count(steps, True, known, sound) == 0
+                assert built_step_count(steps, 9.0, known, sound) == 0
+            for limit in (trace.policy.max_steps, len(steps), max(len(steps) - 1, 1), 0):
                 for sound in (True, False):
                     candidate = ReasoningTrace.model_construct(
                         trace_id=trace.trace_id,

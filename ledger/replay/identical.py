@@ -51,7 +51,6 @@ def whole_run_identical(
     False says nothing about where the difference is: :func:`compare_run` then finds it.
     """
     rebuilt = {entry.kind: entry for entry in entries if entry.kind in payload_texts}
-    made: dict[int, tuple[Any, str]] = {}  # a member shared by payloads (the roots) is serialised once
     for kind, text in payload_texts.items():
         entry = rebuilt.get(kind)
         if text is None or entry is None:
@@ -59,45 +58,39 @@ def whole_run_identical(
         if entry.canonical is not None:
             if text != entry.canonical:
                 return False
-        elif not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash, made):
+        elif not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash):
             return False
     return steps_identical(step_hashes, step_texts, result)
 
 
-def _matches_rebuilt(
-    text: str, payload: Any, hashed: Any, digest: str, made: dict[int, tuple[Any, str]] | None = None
-) -> bool:
+def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str) -> bool:
     """``text`` equals the canonical text of the rebuilt ``payload``.
 
-    A payload of plain ASCII keys is put together member by member, as the canonical form writes
-    it (keys in code-point order, None members dropped); a member that is ``hashed`` (the very
-    object, e.g. the replayed verdict) is not serialised again: the canonical texts of the other
-    members fix where its text lies in ``text``, and that slice must hash to ``digest``, the SHA-256
-    the engine made of the member's canonical bytes (``roots.verdict_hash``), as stored steps are
-    proved by their hashes. ``made``: member texts already made in this comparison, by object
-    identity (each kept with its object, so an identity is never reused). Payloads of another shape
-    (keys that are not plain ASCII strings) are serialised whole.
+    A member of the payload that is ``hashed`` (the very object, e.g. the replayed verdict) is not
+    serialised again: the canonical texts of the other members fix where its text lies in
+    ``text``, and that slice must hash to ``digest``, the SHA-256 the engine made of the member's
+    canonical bytes (``roots.verdict_hash``), as stored steps are proved by their hashes. Payloads
+    of another shape (no such member, keys that are not plain ASCII strings) are serialised whole.
     """
     keys = sorted(key for key, value in payload.items() if value is not None) if type(payload) is dict else ()
-    if type(payload) is not dict or not all(type(key) is str and key.isascii() for key in keys):
+    if not any(payload[key] is hashed for key in keys) or not all(
+        type(key) is str and key.isascii() for key in keys
+    ):
         return text.encode("utf-8") == _rebuilt_bytes(payload)
-    memo: dict[int, tuple[Any, str]] = {} if made is None else made
-    head: list[str] = ["{"]
-    tail: list[str] = []
-    member: str | None = None
+    head, tail, member = ["{"], [], None
     for key in keys:
         value = payload[key]
         if member is None and value is hashed:
             member = key
+            head.append(f"{quote(key)}:")
             continue
-        known = memo.get(id(value))
-        if known is None or known[0] is not value:
-            known = memo[id(value)] = (value, _rebuilt_bytes(value).decode("utf-8"))
-        (head if member is None else tail).append(f"{quote(key)}:{known[1]}")
-    if member is None:
-        return text == "{" + ",".join(head[1:]) + "}"
-    prefix = "".join(head[:1] + [f"{part}," for part in head[1:]]) + f"{quote(member)}:"
-    suffix = "".join(f",{part}" for part in tail) + "}"
+        text_of = f"{quote(key)}:{_rebuilt_bytes(value).decode('utf-8')}"
+        if member is None:
+            head.append(f"{text_of},")
+        else:
+            tail.append(f",{text_of}")
+    tail.append("}")
+    prefix, suffix = "".join(head), "".join(tail)
     if len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
         return False
     return text_sha256(text[len(prefix) : len(text) - len(suffix)]) == digest

@@ -153,32 +153,3 @@ def test_stored_steps_are_proved_by_the_engines_preimages_or_by_hashing(index: i
             assert not steps_identical(hashes, tampered, replayed)
         assert not steps_identical(hashes[:-1], texts[:-1], replayed)
         assert not steps_identical(hashes, texts[:-1], replayed)
-
-
-_PLAIN = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.text(max_size=4)),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    payload=st.dictionaries(st.text(max_size=4), _PLAIN, max_size=5),
-    other=st.dictionaries(st.text(max_size=4), _PLAIN, max_size=3),
-)
-def test_a_payload_put_together_member_by_member_is_its_canonical_text(
-    payload: dict[str, Any], other: dict[str, Any]
-) -> None:
-    from ledger.replay.identical import _matches_rebuilt
-    from ledger.store.hashing import canonical_text
-
-    made: dict[int, tuple[Any, str]] = {}
-    shared = {"shared": other}
-    for candidate in (payload, {**payload, **shared}, {**other, **shared}):
-        text = canonical_text(candidate)
-        assert _matches_rebuilt(text, candidate, object(), "0x00", made)
-        assert not _matches_rebuilt(text + " ", candidate, object(), "0x00", made)
-        assert not _matches_rebuilt(text[:-1] + "]", candidate, object(), "0x00", made)

@@ -171,15 +171,15 @@ _RESULT_TYPES: dict[str, type] = {
 def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
     """The :class:`PipelineResult` of these fields with these private attributes.
 
-    The engine's own values (models it built, a fresh list of hash strings, a fresh dict or None)
-    are stored as they are, as validation would keep them (it accepts model instances without
-    re-validating them), at a fraction of its cost; anything of another type goes through the
-    validating constructor, and is refused there as before.
+    The engine's own values (models it built, a fresh list of hash strings, a fresh dict of string
+    keys or None) are stored as they are, as validation would keep them (it accepts model instances
+    without re-validating them), at a fraction of its cost; anything of another type goes through
+    the validating constructor, and is refused there as before. ``fields`` are in declared order.
     """
     variables = fields["evaluation_variables"]
     if (
         all(type(fields[name]) is kind for name, kind in _RESULT_TYPES.items())
-        and (variables is None or type(variables) is dict)
+        and (variables is None or (type(variables) is dict and all(type(key) is str for key in variables)))
         and all(type(value) is str for value in fields["step_hashes"])
     ):
         result = _new_result(PipelineResult)

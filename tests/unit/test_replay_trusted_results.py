@@ -75,6 +75,8 @@ def test_a_pipeline_result_of_other_types_is_validated() -> None:
         _result({**fields, "step_hashes": [1]}, private)
     with pytest.raises(ValidationError):
         _result({**fields, "roots": {"por_root": "nope"}}, private)
+    with pytest.raises(ValidationError):
+        _result({**fields, "evaluation_variables": {1: "a"}}, private)
 
 
 @pytest.mark.parametrize("index", range(len(RESULTS)))

@@ -139,16 +139,63 @@ def run_pipeline(
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
     else:
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace)
-    result = PipelineResult(
-        trace=trace,
-        audit_verification=audit_verification,
-        verdict=verdict,
-        judge_verification=judge_verification,
-        roots=compute_roots(prompt_spec, evidence, trace, verdict, inputs=inputs),
-        step_hashes=list(inputs.step_hashes),
-        evaluation_variables=_evaluation_variables(trace),
-        engine_version=ENGINE_VERSION,
+    return _result(
+        {
+            "trace": trace,
+            "audit_verification": audit_verification,
+            "verdict": verdict,
+            "judge_verification": judge_verification,
+            "roots": compute_roots(prompt_spec, evidence, trace, verdict, inputs=inputs),
+            "step_hashes": list(inputs.step_hashes),
+            "evaluation_variables": _evaluation_variables(trace),
+            "engine_version": ENGINE_VERSION,
+        },
+        {
+            "_step_canonical": inputs.step_canonical,
+            "_prompt_spec_canonical": inputs.prompt_spec_canonical,
+        },
     )
-    result._step_canonical = inputs.step_canonical
-    result._prompt_spec_canonical = inputs.prompt_spec_canonical
+
+
+_RESULT_TYPES: dict[str, type] = {
+    "trace": ReasoningTrace,
+    "audit_verification": VerificationResult,
+    "verdict": DeterministicVerdict,
+    "judge_verification": VerificationResult,
+    "roots": PoRRoots,
+    "step_hashes": list,
+    "engine_version": str,
+}
+
+
+def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
+    """The :class:`PipelineResult` of these fields with these private attributes.
+
+    The engine's own values (models it built, a fresh list of hash strings, a fresh dict of string
+    keys or None) are stored as they are, as validation would keep them (it accepts model instances
+    without re-validating them), at a fraction of its cost; anything of another type goes through
+    the validating constructor, and is refused there as before. ``fields`` are in declared order.
+    """
+    variables = fields["evaluation_variables"]
+    if (
+        all(type(fields[name]) is kind for name, kind in _RESULT_TYPES.items())
+        and (variables is None or (type(variables) is dict and all(type(key) is str for key in variables)))
+        and all(type(value) is str for value in fields["step_hashes"])
+    ):
+        result = _new_result(PipelineResult)
+        _SET_DICT(result, fields)
+        _SET_FIELDS_SET(result, set(fields))
+        _SET_EXTRA(result, None)
+        _SET_PRIVATE(result, private)
+        return result
+    result = PipelineResult(**fields)
+    for name, value in private.items():
+        setattr(result, name, value)
     return result
+
+
+_new_result = object.__new__
+_SET_DICT = BaseModel.__dict__["__dict__"].__set__
+_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__

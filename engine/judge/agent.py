@@ -19,12 +19,15 @@ from engine.commitments import InputCommitments, commit_inputs
 from engine.judge.rules import INVALID, Decision, map_to_verdict
 from engine.judge.schema_lock import SchemaLock
 from engine.schemas import (
+    ChallengeRef,
+    CheckResult,
     DeterministicVerdict,
     EvidenceBundle,
     PromptSpec,
     ReasoningTrace,
     VerificationResult,
 )
+from engine.schemas.trusted import trusted
 from engine.version import ENGINE_VERSION
 
 __all__ = ["JudgeAgent", "selected_leaf_refs"]
@@ -92,18 +95,68 @@ class JudgeAgent:
             commitments = commit_inputs(prompt_spec, evidence, trace)
         evidence_hex, evidence_count = commitments.evidence_root, commitments.evidence_leaf_count
         reasoning_hex, reasoning_count = commitments.reasoning_root, commitments.reasoning_leaf_count
-        verdict = DeterministicVerdict(
-            market_id=prompt_spec.market.market_id,
-            outcome=decision.outcome,
-            confidence=decision.confidence,
-            resolution_time=None,
-            resolution_rule_id=decision.rule_id,
-            prompt_spec_hash=commitments.prompt_spec_hash,
-            evidence_root=evidence_hex,
-            reasoning_root=reasoning_hex,
-            selected_leaf_refs=selected_leaf_refs(decision, trace),
-            metadata=_metadata(prompt_spec, evidence, trace, decision, (evidence_count, reasoning_count)),
+        verdict = _verdict(
+            {
+                "market_id": prompt_spec.market.market_id,
+                "outcome": decision.outcome,
+                "confidence": decision.confidence,
+                "resolution_time": None,
+                "resolution_rule_id": decision.rule_id,
+                "prompt_spec_hash": commitments.prompt_spec_hash,
+                "evidence_root": evidence_hex,
+                "reasoning_root": reasoning_hex,
+                "selected_leaf_refs": selected_leaf_refs(decision, trace),
+                "metadata": _metadata(
+                    prompt_spec, evidence, trace, decision, (evidence_count, reasoning_count)
+                ),
+            }
         )
         checks = [*decision.checks, *SchemaLock.verify_verdict(verdict, prompt_spec.market)]
         ok = verdict.outcome != INVALID and all(check.ok for check in checks)
-        return verdict, VerificationResult(ok=ok, checks=checks, challenge=decision.challenge)
+        return verdict, _verification(ok, checks, decision.challenge)
+
+
+def _verdict(values: dict[str, Any]) -> DeterministicVerdict:
+    """``DeterministicVerdict(**values)``, without re-validation when every value visibly satisfies
+    its field (exact types, ``confidence`` a float in ``[0, 1]``, non-blank ids, string keys and refs:
+    the judge's own values always do); anything else is validated, and refused there, as before."""
+    confidence = values["confidence"]
+    market_id, rule_id = values["market_id"], values["resolution_rule_id"]
+    refs, metadata = values["selected_leaf_refs"], values["metadata"]
+    if (
+        type(market_id) is str
+        and market_id != ""
+        and type(values["outcome"]) is str
+        and type(confidence) is float
+        and 0.0 <= confidence <= 1.0
+        and values["resolution_time"] is None
+        and type(rule_id) is str
+        and rule_id.strip() != ""
+        and all(_optional_str(values[name]) for name in _HASH_FIELDS)
+        and type(refs) is list
+        and all(type(ref) is str for ref in refs)
+        and type(metadata) is dict
+        and all(type(key) is str for key in metadata)
+    ):
+        return trusted(DeterministicVerdict, **values)
+    return DeterministicVerdict(**values)
+
+
+_HASH_FIELDS = ("prompt_spec_hash", "evidence_root", "reasoning_root")
+
+
+def _optional_str(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _verification(ok: bool, checks: list[CheckResult], challenge: ChallengeRef | None) -> VerificationResult:
+    """``VerificationResult(ok=..., checks=..., challenge=...)``, without re-validation for the judge's
+    own values (a bool, a fresh list of checks, a challenge or None); anything else is validated."""
+    if (
+        type(ok) is bool
+        and type(checks) is list
+        and all(type(check) is CheckResult for check in checks)
+        and (challenge is None or type(challenge) is ChallengeRef)
+    ):
+        return trusted(VerificationResult, ok=ok, checks=checks, challenge=challenge)
+    return VerificationResult(ok=ok, checks=checks, challenge=challenge)

@@ -12,9 +12,10 @@ submission is identical and nothing else runs. Otherwise, to say where it differ
    ``evaluation_variables`` and trace header (trace id, policy, evidence refs, step hashes), the
    ``verdict.issued`` ``judge_verification``, and the hashes in ``submission.received``.
 
-The common case (:mod:`ledger.replay.identical`) costs one SHA-256 per stored step and one canonical dump per payload part: step
-texts are compared through their hashes (equal SHA-256 means equal bytes), and the engine's
-full snapshot comparison runs only when something differs.
+The common case (:mod:`ledger.replay.identical`) costs one canonical dump per payload part and
+no hash per stored step: step texts are compared with the engine's canonical step bytes, the
+preimages of the replayed step hashes (a result without them has each text hashed), and the
+engine's full snapshot comparison runs only when something differs.
 """
 
 from __future__ import annotations

@@ -21,10 +21,19 @@ __all__ = ["steps_identical", "whole_run_identical"]
 
 
 def steps_identical(step_hashes: Sequence[str], step_texts: Sequence[str], result: PipelineResult) -> bool:
-    """Every stored step row matches the replayed step: the same hashes, and each text hashing to its own."""
-    if list(step_hashes) != result.step_hashes or len(step_texts) != len(result.step_hashes):
+    """Every stored step row matches the replayed step: the same hashes, and each text hashing to its own.
+
+    A text equal to the replayed step's canonical bytes, the very preimage the engine hashed into
+    that step's hash (:attr:`~engine.pipeline.PipelineResult.step_canonical`), hashes to it: it is
+    compared instead of hashed. A result without those bytes has each text hashed.
+    """
+    hashes = result.step_hashes
+    if list(step_hashes) != hashes or len(step_texts) != len(hashes):
         return False
-    return all(text_sha256(text) == value for text, value in zip(step_texts, result.step_hashes, strict=True))
+    preimages = result.step_canonical
+    if len(preimages) != len(hashes):
+        return all(text_sha256(text) == value for text, value in zip(step_texts, hashes, strict=True))
+    return all(text == data.decode("utf-8") for text, data in zip(step_texts, preimages, strict=True))
 
 
 def whole_run_identical(

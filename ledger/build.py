@@ -29,6 +29,7 @@ __all__ = ["GROUPS", "LEDGER", "main"]
 LEDGER = BuildGroup(
     "ledger",
     (
+        "ledger/verify/canonical_scan.py",
         "ledger/verify/canonical_form.py",
         "ledger/verify/checks.py",
         "ledger/verify/roots.py",

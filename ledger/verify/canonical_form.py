@@ -17,6 +17,7 @@ import orjson
 
 from engine.canonical import canonical_bytes, to_hex
 from engine.merkle import cournot_root
+from ledger.verify.canonical_scan import ELEMENTS, view_object
 
 __all__ = [
     "MISSING",
@@ -25,6 +26,7 @@ __all__ = [
     "orjson_is_canonical",
     "parse_canonical",
     "top_level_value",
+    "view_canonical",
 ]
 
 _HEX32 = re.compile(r"0x[0-9a-f]{64}")
@@ -145,6 +147,50 @@ def parse_canonical(text: str, *, split: bool = False) -> tuple[Any, bool, dict[
         except ValueError:
             return value, False, {}
     return value, canonical, _pieces(value, canonical_bytes) if split and canonical else {}
+
+
+VIEWS: dict[str, dict[str, Any]] = {
+    "submission.received": {
+        "evidence_bundle": {"items": ELEMENTS},
+        "evidence_root": None,
+        "prompt_spec": {"market": None},
+        "prompt_spec_hash": None,
+    },
+    "audit.completed": {"roots": None, "trace": {"step_hashes": None}},
+    "verdict.issued": {
+        "evidence_bundle": {"items": ELEMENTS},
+        "roots": None,
+        "verdict": {"evidence_root": None, "prompt_spec_hash": None, "reasoning_root": None},
+    },
+}
+"""What ``ledger verify`` reads of each payload it keeps (:mod:`ledger.verify.checks`,
+:mod:`ledger.verify.roots`), as a ``keep`` tree of :func:`ledger.verify.canonical_scan.view_object`:
+``evidence_bundle.items`` becomes the list of its elements' canonical texts (only
+``isinstance(items, list)`` and, through ``pieces``, those texts are used)."""
+
+
+def view_canonical(
+    text: str, keep: dict[str, Any], *, split: bool
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(view, pieces)`` of a payload when :mod:`ledger.verify.canonical_scan` accepts it as the
+    canonical form of a JSON object: the view holds only the members ``keep`` names (see
+    :data:`VIEWS`), ``pieces`` what :func:`parse_canonical` gives with ``split`` (the canonical
+    bytes of the parts are their slices of the text). None: undecided, the reference decides."""
+    scanned = view_object(text, keep)
+    if scanned is None:
+        return None
+    view, spans = scanned
+    pieces: dict[str, Any] = {}
+    if split:
+        for name in ("prompt_spec", "verdict"):
+            span = spans.get(name)
+            if span is not None:
+                pieces[name] = text[span[0] : span[1]].encode("utf-8")
+        bundle = view.get("evidence_bundle")
+        if isinstance(bundle, dict) and isinstance(bundle.get("items"), list):
+            items: list[str] = bundle["items"]
+            pieces["items"] = [item.encode("utf-8") for item in items]
+    return view, pieces
 
 
 def cournot_root_hex(hex_leaves: list[str]) -> str:

@@ -35,7 +35,14 @@ from ledger.store.hashing import (
     text_sha256,
 )
 from ledger.store.records import FOLLOW_UP_KINDS
-from ledger.verify.canonical_form import MISSING, orjson_is_canonical, parse_canonical, top_level_value
+from ledger.verify.canonical_form import (
+    MISSING,
+    VIEWS,
+    orjson_is_canonical,
+    parse_canonical,
+    top_level_value,
+    view_canonical,
+)
 from ledger.verify.problems import Problem
 from ledger.verify.roots import RootChecks
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
@@ -219,9 +226,20 @@ class _Checker(RootChecks):
         self.parse_payload(entry)
 
     def parse_payload(self, entry: EntryRow | StepRow) -> Any:
-        """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON)."""
+        """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON).
+
+        A kind whose payload verify reads (:data:`ledger.verify.canonical_form.VIEWS`) is first
+        scanned as text: canonical, only the members read are parsed; undecided, as any other."""
+        split = entry.kind in ("submission.received", "verdict.issued")
+        keep = VIEWS.get(entry.kind)
+        if keep is not None:
+            viewed = view_canonical(entry.payload_canonical, keep, split=split)
+            if viewed is not None:
+                if entry.kind not in self.payloads:
+                    self.payloads[entry.kind] = viewed[0]
+                    self.pieces.update(viewed[1])
+                return viewed[0]
         try:
-            split = entry.kind in ("submission.received", "verdict.issued")
             payload, canonical, pieces = parse_canonical(entry.payload_canonical, split=split)
         except ValueError as exc:
             self.report("payload_not_json", f"the payload text is not JSON: {exc}", **_where(entry))

@@ -19,7 +19,7 @@ from engine.canonical import _may_hold_small_float, canonical_bytes
 
 RULE = re.compile(rb"0\.0000|[0-9]e-")
 
-ALPHABET = b"0123456789e-.E+ ab\"{}:,"
+ALPHABET = b'0123456789e-.E+ ab"{}:,'
 
 
 def test_examples_on_both_sides_of_the_rule() -> None:

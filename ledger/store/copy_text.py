@@ -31,9 +31,11 @@ from ledger.errors import InvalidDraftError
 
 __all__ = ["copy_field", "entries_copy_data", "entries_template", "text_array"]
 
-_ESCAPES = str.maketrans(
-    {"\\": "\\\\", "\x08": "\\b", "\t": "\\t", "\n": "\\n", "\x0b": "\\v", "\x0c": "\\f", "\r": "\\r"}
+_CONTROL_ESCAPES = str.maketrans(
+    {"\x08": "\\b", "\t": "\\t", "\n": "\\n", "\x0b": "\\v", "\x0c": "\\f", "\r": "\\r"}
 )
+_CONTROLS = ("\x08", "\t", "\n", "\x0b", "\x0c", "\r")
+"""The control characters a COPY text value escapes (after doubling its backslashes)."""
 _SPECIAL = ("\\", "%", "\t", "\n", "\r", "\x00", "\x08", "\x0b", "\x0c")
 """What a COPY text value escapes (NUL: refused), and the template's ``%``."""
 _NULLS_NEXT = "\t".join(["\\N"] * 6) + "\n%d"  # an entry's six step columns when it is no trace.step
@@ -44,8 +46,15 @@ def copy_field(value: Any, where: str) -> str:
     return _copy_escaped(value, where, -1, "")
 
 
-def _esc(value: Any, prefix: str, index: int, name: str) -> str:
-    """:func:`copy_field` for a template (``%`` doubled)."""
+def _esc(value: Any, prefix: str, index: int, name: str, light: bool) -> str:
+    """:func:`copy_field` for a template (``%`` doubled); ``light``: the caller has found that no
+    value holds U+0000 or a control character and that every value is a ``str``, so only
+    backslashes and ``%`` can need doubling."""
+    if light:
+        text: str = value
+        if "\\" in text:
+            text = text.replace("\\", "\\\\")
+        return text.replace("%", "%%") if "%" in text else text
     escaped = _copy_escaped(value, prefix, index, name)
     return escaped.replace("%", "%%") if "%" in escaped else escaped
 
@@ -53,10 +62,16 @@ def _esc(value: Any, prefix: str, index: int, name: str) -> str:
 def _copy_escaped(value: Any, prefix: str, index: int, name: str) -> str:
     """:func:`copy_field`, its path (``prefix[index].name``, or ``prefix`` when ``index`` < 0) built only to refuse."""
     if type(value) is str:
-        if value.isprintable():  # no control character: a backslash is all there may be to escape
-            return value.replace("\\", "\\\\") if "\\" in value else value
-        if "\x00" not in value:
-            return value.translate(_ESCAPES)
+        # one substring search per special character (str.isprintable, used before, looked each
+        # character up in the Unicode database: most of the template's cost on real payloads)
+        text: str = value
+        if "\x00" not in text:
+            if "\\" in text:
+                text = text.replace("\\", "\\\\")
+            for control in _CONTROLS:
+                if control in text:  # the escapes' own backslashes are not doubled again
+                    return text.translate(_CONTROL_ESCAPES)
+            return text
         reason = "PostgreSQL text cannot hold U+0000"
     else:
         reason = f"expected text, got {type(value).__name__}"
@@ -99,20 +114,18 @@ def entries_template(
         return b""
     user: list[Any] = []
     try:
-        text = _joined(submission_id, version, entries, steps, user)
+        text = _joined(submission_id, version, entries, steps, user, False)
         # nothing to escape or refuse when the values hold none of NUL, BS, TAB, LF, VT, FF, CR,
         # backslash and no "%" (one memchr-like scan per character; a lone surrogate is refused
-        # by the encoding below)
+        # by the encoding below); only backslashes and "%" to double when those are all they hold
         probe = "".join(user)
-        clean = True
-        for special in _SPECIAL:
-            if special in probe:
-                clean = False
-                break
+        found = [special for special in _SPECIAL if special in probe]
+        clean = not found
+        light = all(special == "\\" or special == "%" for special in found)
     except TypeError:  # a value that is not a str: the escaping pass names it
-        clean = False
+        clean = light = False
     if not clean:
-        text = _joined(submission_id, version, entries, steps, None)
+        text = _joined(submission_id, version, entries, steps, None, light)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -128,11 +141,12 @@ def _joined(
     entries: Sequence[tuple[Any, ...]],
     steps: dict[int, tuple[Any, ...]],
     user: list[Any] | None,
+    light: bool,
 ) -> str:
     """The template's text: values as they are, put in ``user`` for the caller to check, or
-    (``user`` None) each escaped (and ``%`` doubled) or refused one by one."""
+    (``user`` None) each escaped (and ``%`` doubled) or refused one by one (``light``: see :func:`_esc`)."""
     if user is None:
-        version = _esc(version, "engine_version", -1, "")
+        version = _esc(version, "engine_version", -1, "", light)
     else:
         user.append(version)
     fields: list[Any] = ["%d"]  # each row ends with its last value + LF + the next row's placeholder
@@ -140,7 +154,8 @@ def _joined(
         if user is not None:
             user += (kind, text)
         else:
-            kind, text = _esc(kind, "entries", position, "kind"), _esc(text, "entries", position, "payload")
+            kind = _esc(kind, "entries", position, "kind", light)
+            text = _esc(text, "entries", position, "payload", light)
         fields += (submission_id, str(seq), kind, text, digest, prev, current, version)
         step = steps.get(position)
         if step is None:
@@ -156,13 +171,15 @@ def _joined(
         if user is not None:
             user += (step_id, step_type, array, step_digest, canonical_step)
         else:
-            step_id = _esc(step_id, "steps", index, "step_id")
-            step_type = _esc(step_type, "steps", index, "step_type")
-            array = _esc(array, "steps", index, "evidence_ids")
-            step_digest = _esc(step_digest, "steps", index, "step_hash")
-            canonical_step = _esc(canonical_step, "steps", index, "canonical_step")
+            step_id = _esc(step_id, "steps", index, "step_id", light)
+            step_type = _esc(step_type, "steps", index, "step_type", light)
+            array = _esc(array, "steps", index, "evidence_ids", light)
+            step_digest = _esc(step_digest, "steps", index, "step_hash", light)
+            canonical_step = _esc(canonical_step, "steps", index, "canonical_step", light)
         fields += (str(index), step_id, step_type, array, step_digest, canonical_step + "\n%d")
-    return "\t".join(fields)[:-2]  # without the placeholder after the last row
+    last: str = fields[-1]
+    fields[-1] = last[:-2]  # without the placeholder after the last row (cheaper than slicing the text)
+    return "\t".join(fields)
 
 
 def entries_copy_data(batches: Sequence[tuple[int, bytes, int]]) -> bytes:

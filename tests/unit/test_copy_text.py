@@ -53,6 +53,46 @@ def test_the_template_filled_in_is_what_psycopg_writes(
     )
 
 
+# backslashes and "%" but no control character: the light escaping pass (JSON text holds "\\"
+# for every quote or newline in a string, so real payloads take it)
+_LIGHT_TEXT = st.text(st.sampled_from('\\%"ab{}:, é\u2028'), max_size=20)
+_LIGHT_STEP = st.tuples(
+    st.integers(0, 2**31 - 1),
+    _LIGHT_TEXT,
+    _LIGHT_TEXT,
+    st.lists(_LIGHT_TEXT, max_size=3),
+    _LIGHT_TEXT,
+    _LIGHT_TEXT,
+)
+
+
+@given(
+    first=st.integers(1, 2**62),
+    version=_LIGHT_TEXT,
+    rows=st.lists(
+        st.tuples(_LIGHT_TEXT, _LIGHT_TEXT, st.one_of(st.none(), _LIGHT_STEP)), min_size=1, max_size=6
+    ),
+)
+@settings(max_examples=300, deadline=None)
+def test_backslashes_and_percents_alone_are_written_as_psycopg_writes_them(
+    first: int, version: str, rows: list[tuple[str, str, Any]]
+) -> None:
+    entries = [(i + 1, kind, text, HASH, HASH, HASH) for i, (kind, text, _) in enumerate(rows)]
+    steps = {i: step for i, (_, _, step) in enumerate(rows) if step is not None}
+    template = entries_template(SID, version, entries, steps)
+    assert entries_copy_data([(first, template, len(entries))]) == _psycopg_rows(
+        first, version, entries, steps
+    )
+
+
+def test_one_control_character_anywhere_escapes_every_value_fully() -> None:
+    """A backslash in one payload and a newline in another step: both escaped, nothing doubled twice."""
+    entries = [(1, "k", '{"a":"x\\"y%"}', HASH, HASH, HASH), (2, "trace.step", "{}", HASH, HASH, HASH)]
+    steps = {1: (0, "s\n1", "t", ["e\\1"], HASH, '{"q":"\\\\"}')}
+    template = entries_template(SID, "v%1", entries, steps)
+    assert entries_copy_data([(7, template, 2)]) == _psycopg_rows(7, "v%1", entries, steps)
+
+
 def test_two_submissions_follow_each_other() -> None:
     one = entries_template(SID, "v", [(1, "a", "{}", HASH, HASH, HASH)], {})
     two = entries_template(

@@ -14,7 +14,7 @@ would otherwise shadow an edit).
 
 The list holds modules whose behaviour mypyc keeps: Pydantic models (``engine.schemas``) stay
 interpreted (only ``engine.schemas.trusted``, which builds models and defines none, is compiled),
-and so do ``engine.merkle.cournot`` (mypyc's native ints would skip its explicit ``bool`` refusal on an ``int`` parameter) and ``engine.auditor.config`` (a native ``float`` field
+and so do ``engine.merkle.cournot`` (mypyc's native ints would skip its explicit ``bool`` refusal on an ``int`` parameter; its root fold, ``engine.merkle.cournot_fold``, takes no int and is compiled) and ``engine.auditor.config`` (a native ``float`` field
 would store ``AuditConfig(numeric_tolerance=0)`` as ``0.0``, and the value is committed). The judge
 is compiled: its ``float`` fields only ever receive floats (``round_confidence``, ``float()`` on
 policy numbers; pinned in ``tests/unit/test_engine_build.py``). mypyc and a C compiler are needed only here (mypy,
@@ -53,6 +53,7 @@ COMPILED_MODULES = (
     "engine/canonical_models.py",
     "engine/commitments.py",
     "engine/jsonio.py",
+    "engine/merkle/cournot_fold.py",
     "engine/schemas/trusted.py",
     "engine/auditor/agent.py",
     "engine/auditor/checks.py",

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.canonical import hash_concat, sha256, to_hex
+from engine.canonical import hash_concat, to_hex
+from engine.merkle.cournot_fold import HASH_SIZE, cournot_root, require_leaves
 
 __all__ = [
     "CournotProof",
@@ -32,8 +33,6 @@ __all__ = [
     "cournot_root_with_count",
     "verify_cournot_proof",
 ]
-
-HASH_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -60,12 +59,7 @@ class RootWithCount:
         return to_hex(self.root)
 
 
-def _require_leaves(leaves: Sequence[bytes]) -> list[bytes]:
-    level = list(leaves)
-    for position, leaf in enumerate(level):
-        if not isinstance(leaf, bytes) or len(leaf) != HASH_SIZE:
-            raise ValueError(f"leaf {position} must be {HASH_SIZE} bytes")
-    return level
+_require_leaves = require_leaves
 
 
 def _parent_level(level: list[bytes]) -> list[bytes]:
@@ -79,16 +73,6 @@ def cournot_depth(leaf_count: int) -> int:
     if leaf_count < 1:
         raise ValueError("a tree with proofs has at least one leaf")
     return (leaf_count - 1).bit_length()
-
-
-def cournot_root(leaves: Sequence[bytes]) -> bytes:
-    """Cournot Merkle root of 32-byte leaf hashes; raises ``ValueError`` on other leaf sizes."""
-    level = _require_leaves(leaves)
-    if not level:
-        return sha256(b"")
-    while len(level) > 1:
-        level = _parent_level(level)
-    return level[0]
 
 
 def cournot_root_with_count(leaves: Sequence[bytes]) -> RootWithCount:

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPILED_MODULES = (
     "engine/canonical.py",
     "engine/canonical_models.py",
+    "engine/float_spelling.py",
     "engine/commitments.py",
     "engine/jsonio.py",
     "engine/merkle/cournot_fold.py",

@@ -30,6 +30,7 @@ import orjson
 from pydantic import BaseModel, RootModel
 
 from engine.canonical_models import model_bytes
+from engine.float_spelling import may_hold_small_float
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
@@ -356,27 +357,8 @@ def _dumps_reference(value: Any) -> str:
         raise CanonicalizationError(str(exc), "$") from exc
 
 
+# orjson's bytes are taken only when they hold no float it may spell unlike repr (float_spelling)
 _ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
-# orjson formats small floats differently from Python's repr (0.00001 vs 1e-05, 1e-7 vs 1e-07);
-# any token that could be such a float (a digit before ``e-``, or a number starting ``0.0000``)
-# sends the value to the exact path; strings that merely look alike only cost the slower path.
-
-
-def _may_hold_small_float(text: bytes) -> bool:
-    """Could orjson's output contain a float it formats unlike Python's repr?
-
-    True when ``text`` holds ``0.0000`` or a digit followed by ``e-`` (the pattern ``[0-9]e-``),
-    found with substring searches: prose such as ``rule-based`` holds ``e-`` often, and a regular
-    expression search over the whole text cost several times more than these finds.
-    """
-    if b"0.0000" in text:
-        return True
-    at = text.find(b"e-", 1)  # a digit must come before it, so it cannot start at 0
-    while at != -1:
-        if 48 <= text[at - 1] <= 57:  # b"0" <= byte <= b"9"
-            return True
-        at = text.find(b"e-", at + 2)
-    return False
 
 
 def _orjson_default(value: Any) -> Any:
@@ -447,7 +429,7 @@ def canonical_bytes(value: Any) -> bytes:
         # elements, which the canonical form keeps, unless a NaN hid among them.
         pruned, exact = _prune_none(value)
         fast = _orjson_or_none(pruned) if exact else None
-    if fast is not None and not _may_hold_small_float(fast):
+    if fast is not None and not may_hold_small_float(fast):
         return fast
     text = dumps_canonical(value)
     try:
@@ -468,7 +450,7 @@ def canonical_bytes_of_plain(plain: Any) -> bytes:
         fast = orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         fast = None
-    if fast is not None and not _may_hold_small_float(fast):
+    if fast is not None and not may_hold_small_float(fast):
         return fast
     return canonical_bytes(plain)
 

@@ -22,6 +22,17 @@ MIN_STEPS = 8
 """The smallest ``max_steps`` that still fits extract, check, aggregate, contradictions, deduce, map."""
 
 
+_INT_FIELDS = (
+    "timestamp_slack_seconds",
+    "max_steps",
+    "max_text_chars",
+    "max_pattern_chars",
+    "max_capture_chars",
+    "max_claims_per_item",
+    "max_search_depth",
+)
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -44,6 +55,17 @@ class AuditConfig:
     """Depth of the key-sorted search for the default fields inside ``parsed_value``."""
 
     def __post_init__(self) -> None:
+        # Exact types first: a float or bool where an int is declared would be committed as such,
+        # and the compiled engine (which unboxes these as C integers) would refuse or coerce it
+        # where the pure one runs on: both refuse it here instead.
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if type(value) is not int:
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if not _is_number(self.numeric_tolerance):
+            raise TypeError(
+                f"numeric_tolerance must be a number, got {type(self.numeric_tolerance).__name__}"
+            )
         if not 0 <= self.numeric_tolerance <= 1:
             raise ValueError("numeric_tolerance must be within [0, 1]")
         if not 0 <= self.timestamp_slack_seconds <= MAX_SLACK_SECONDS:

@@ -152,7 +152,12 @@ def _label(view: _View) -> str:
 class TracePolicyVerifier:
     """Verify structure and grounding of a trace; ``max_steps`` optionally caps the trace's own policy."""
 
-    def __init__(self, *, max_steps: int | None = None) -> None:
+    def __init__(self, *, max_steps: Any = None) -> None:
+        """``max_steps``: an ``int`` or None. Typed ``Any`` so the compiled build does not unbox it at
+        the call (it refused a float with another message and turned ``True`` into ``1``, where the
+        pure engine ran on): both refuse anything but an exact ``int`` here."""
+        if max_steps is not None and type(max_steps) is not int:
+            raise TypeError(f"max_steps must be an int or None, got {type(max_steps).__name__}")
         self.max_steps = max_steps
 
     def verify(

@@ -23,6 +23,7 @@ from engine.schemas import (
     ReasoningTrace,
     VerificationResult,
 )
+from engine.schemas.trusted import instance_from_state
 from engine.version import ENGINE_VERSION
 
 __all__ = ["Auditor", "Judge", "PipelineResult", "run_pipeline"]
@@ -182,20 +183,9 @@ def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
         and (variables is None or (type(variables) is dict and all(type(key) is str for key in variables)))
         and all(type(value) is str for value in fields["step_hashes"])
     ):
-        result = _new_result(PipelineResult)
-        _SET_DICT(result, fields)
-        _SET_FIELDS_SET(result, set(fields))
-        _SET_EXTRA(result, None)
-        _SET_PRIVATE(result, private)
-        return result
+        made: PipelineResult = instance_from_state(PipelineResult, fields, set(fields), private)
+        return made
     result = PipelineResult(**fields)
     for name, value in private.items():
         setattr(result, name, value)
     return result
-
-
-_new_result = object.__new__
-_SET_DICT = BaseModel.__dict__["__dict__"].__set__
-_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
-_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__

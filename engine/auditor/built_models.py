@@ -14,17 +14,9 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from engine.schemas import ReasoningTrace, TracePolicy, VerificationResult
-from engine.schemas.trusted import trusted
+from engine.schemas.trusted import instance_from_state, trusted
 
 __all__ = ["policy_model", "trace_model", "verification_model"]
-
-_new: Final = object.__new__
-# BaseModel's own slot descriptors (the stores ``trusted`` makes; ``BaseModel.__setattr__`` is
-# interpreted and validates, so it is not used).
-_SET_DICT: Final = BaseModel.__dict__["__dict__"].__set__
-_SET_FIELDS_SET: Final = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_SET_EXTRA: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
-_SET_PRIVATE: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 
 _POLICY_FIELDS: Final = ("schema_version", "decoding_policy", "allow_external_sources", "max_steps", "extra")
 _TRACE_FIELDS: Final = ("schema_version", "trace_id", "policy", "steps", "evidence_refs")
@@ -51,12 +43,7 @@ _TRACE_SCHEMA: Final[Any] = ReasoningTrace.model_fields["schema_version"].defaul
 
 
 def _made(cls: type[BaseModel], data: dict[str, Any], fields_set: frozenset[str]) -> Any:
-    instance = _new(cls)
-    _SET_DICT(instance, data)
-    _SET_FIELDS_SET(instance, set(fields_set))
-    _SET_EXTRA(instance, None)
-    _SET_PRIVATE(instance, None)
-    return instance
+    return instance_from_state(cls, data, set(fields_set))
 
 
 def policy_model(max_steps: Any, extra: dict[str, Any]) -> TracePolicy:

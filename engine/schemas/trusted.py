@@ -13,7 +13,7 @@ from pydantic_core import PydanticUndefined
 
 from engine.schemas.common import SCHEMA_VERSION
 
-__all__ = ["trusted", "trusted_check", "trusted_step"]
+__all__ = ["instance_from_state", "trusted", "trusted_check", "trusted_step"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -28,6 +28,20 @@ _SET_FIELDS_SET: Final = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _SET_EXTRA: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
 _SET_PRIVATE: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 _REQUIRED: Any = object()
+
+
+def instance_from_state(
+    cls: type[BaseModel], data: dict[str, Any], fields_set: set[str], private: dict[str, Any] | None = None
+) -> Any:
+    """A ``cls`` instance holding exactly ``data`` as its ``__dict__``, ``fields_set`` as its
+    ``model_fields_set``, no extra values and ``private``: the one place the engine stores a
+    model's state without validation (its callers check that the values fit; see :func:`trusted`)."""
+    instance = _new(cls)
+    _SET_DICT(instance, data)
+    _SET_FIELDS_SET(instance, fields_set)
+    _SET_EXTRA(instance, None)
+    _SET_PRIVATE(instance, private)
+    return instance
 
 
 def _plan_of(cls: type[BaseModel]) -> _Plan:
@@ -73,11 +87,7 @@ def trusted(cls: type[M], **values: Any) -> M:
     for name, factory in factories:
         if name not in values:
             data[name] = factory()
-    instance = _new(cls)
-    _SET_DICT(instance, data)
-    _SET_FIELDS_SET(instance, set(values))
-    _SET_EXTRA(instance, None)
-    _SET_PRIVATE(instance, None)
+    instance: M = instance_from_state(cls, data, set(values))
     return instance
 
 
@@ -113,12 +123,8 @@ def trusted_step(
     data["output"] = output
     data["evidence_ids"] = evidence_ids
     data["prior_step_ids"] = prior_step_ids
-    instance = _new(cls)
-    _SET_DICT(instance, data)
-    _SET_FIELDS_SET(instance, set(_STEP_FIELDS))
-    _SET_EXTRA(instance, None)
-    _SET_PRIVATE(instance, None)
-    return instance
+    step: M = instance_from_state(cls, data, set(_STEP_FIELDS))
+    return step
 
 
 _CHECK_FIELDS: Final = frozenset({"check_id", "ok", "severity", "message", "details"})
@@ -138,20 +144,14 @@ def trusted_check(cls: type[M], check_id: Any, ok: Any, severity: Any, message: 
         and (details is None or type(details) is dict)
     ):
         return cls(check_id=check_id, ok=ok, severity=severity, message=message, details=details or {})
-    instance = _new(cls)
     # A dict display here: for five keys, copying a template and replacing each value measured no
     # cheaper (unlike the step's nine, two of them constants: see ``_STEP_TEMPLATE``).
-    _SET_DICT(
-        instance,
-        {
-            "check_id": check_id,
-            "ok": ok,
-            "severity": severity,
-            "message": message,
-            "details": dict(details) if details else {},
-        },
-    )
-    _SET_FIELDS_SET(instance, set(_CHECK_FIELDS))
-    _SET_EXTRA(instance, None)
-    _SET_PRIVATE(instance, None)
-    return instance
+    data = {
+        "check_id": check_id,
+        "ok": ok,
+        "severity": severity,
+        "message": message,
+        "details": dict(details) if details else {},
+    }
+    check: M = instance_from_state(cls, data, set(_CHECK_FIELDS))
+    return check

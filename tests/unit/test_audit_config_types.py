@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine.auditor.config import AuditConfig
 from engine.auditor.verification.trace_policy import TracePolicyVerifier
 
-INT_FIELDS = (
-    "timestamp_slack_seconds",
-    "max_steps",
-    "max_text_chars",
-    "max_pattern_chars",
-    "max_capture_chars",
-    "max_claims_per_item",
-    "max_search_depth",
-)
+# every bound declared ``int`` (read from the dataclass, not from the module's own list)
+INT_FIELDS = tuple(field.name for field in dataclasses.fields(AuditConfig) if field.type == "int")
 
 
 @pytest.mark.parametrize("name", INT_FIELDS)
@@ -29,6 +24,10 @@ def test_an_int_bound_of_another_type_is_refused(name: str, value: object) -> No
 def test_the_tolerance_must_be_a_number(value: object) -> None:
     with pytest.raises(TypeError, match="numeric_tolerance"):
         AuditConfig(numeric_tolerance=value)  # type: ignore[arg-type]
+
+
+def test_the_int_bounds_are_the_seven_declared() -> None:
+    assert len(INT_FIELDS) == 7 and "max_steps" in INT_FIELDS
 
 
 def test_declared_types_are_accepted_and_kept() -> None:

@@ -36,6 +36,16 @@ def _psycopg_rows(first: int, version: str, entries: list[tuple[Any, ...]], step
     return bytes(out)
 
 
+def _assert_template_is_psycopgs(first: int, version: str, rows: list[tuple[str, str, Any]]) -> None:
+    """Entries ``(kind, payload, step or None)``: the filled template equals psycopg's rows."""
+    entries = [(i + 1, kind, text, HASH, HASH, HASH) for i, (kind, text, _) in enumerate(rows)]
+    steps = {i: step for i, (_, _, step) in enumerate(rows) if step is not None}
+    template = entries_template(SID, version, entries, steps)
+    assert entries_copy_data([(first, template, len(entries))]) == _psycopg_rows(
+        first, version, entries, steps
+    )
+
+
 @given(
     first=st.integers(1, 2**62),
     version=_TEXT,
@@ -45,12 +55,7 @@ def _psycopg_rows(first: int, version: str, entries: list[tuple[Any, ...]], step
 def test_the_template_filled_in_is_what_psycopg_writes(
     first: int, version: str, rows: list[tuple[str, str, Any]]
 ) -> None:
-    entries = [(i + 1, kind, text, HASH, HASH, HASH) for i, (kind, text, _) in enumerate(rows)]
-    steps = {i: step for i, (_, _, step) in enumerate(rows) if step is not None}
-    template = entries_template(SID, version, entries, steps)
-    assert entries_copy_data([(first, template, len(entries))]) == _psycopg_rows(
-        first, version, entries, steps
-    )
+    _assert_template_is_psycopgs(first, version, rows)
 
 
 # backslashes and "%" but no control character: the light escaping pass (JSON text holds "\\"
@@ -77,12 +82,7 @@ _LIGHT_STEP = st.tuples(
 def test_backslashes_and_percents_alone_are_written_as_psycopg_writes_them(
     first: int, version: str, rows: list[tuple[str, str, Any]]
 ) -> None:
-    entries = [(i + 1, kind, text, HASH, HASH, HASH) for i, (kind, text, _) in enumerate(rows)]
-    steps = {i: step for i, (_, _, step) in enumerate(rows) if step is not None}
-    template = entries_template(SID, version, entries, steps)
-    assert entries_copy_data([(first, template, len(entries))]) == _psycopg_rows(
-        first, version, entries, steps
-    )
+    _assert_template_is_psycopgs(first, version, rows)
 
 
 def test_one_control_character_anywhere_escapes_every_value_fully() -> None:

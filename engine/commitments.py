@@ -359,11 +359,15 @@ def compute_roots(
     verdict: DeterministicVerdict,
     *,
     inputs: InputCommitments | None = None,
+    verdict_canonical: bytes = b"",
 ) -> PoRRoots:
-    """All five PoR commitments with leaf counts (``inputs`` reuses hashes already computed)."""
+    """All five PoR commitments with leaf counts (``inputs`` reuses hashes already computed;
+    ``verdict_canonical``: ``canonical_bytes(verdict)`` when the caller made them from this very verdict)."""
     if inputs is None:
         inputs = commit_inputs(prompt_spec, bundle, trace)
-    v_hash = verdict_hash(verdict)
+    v_hash = (
+        "0x" + hashlib.sha256(verdict_canonical).hexdigest() if verdict_canonical else verdict_hash(verdict)
+    )
     return PoRRoots(
         prompt_spec_hash=inputs.prompt_spec_hash,
         evidence_root=inputs.evidence_root,

@@ -12,9 +12,9 @@ from typing import Any, Protocol, cast
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from engine.auditor import AuditorAgent
-from engine.canonical import dumps_canonical
+from engine.canonical import canonical_bytes, dumps_canonical
 from engine.commitments import ItemCanonical, commit_inputs, compute_roots
-from engine.judge import JudgeAgent, locate_evaluation_variables
+from engine.judge import EvaluationSource, JudgeAgent, locate_evaluation_variables
 from engine.schemas import (
     DeterministicVerdict,
     EvidenceBundle,
@@ -60,6 +60,7 @@ class PipelineResult(BaseModel):
     engine_version: str
     _step_canonical: tuple[bytes, ...] = PrivateAttr(default=())
     _prompt_spec_canonical: bytes = PrivateAttr(default=b"")
+    _verdict_canonical: bytes = PrivateAttr(default=b"")
 
     @property
     def step_canonical(self) -> tuple[bytes, ...]:
@@ -75,6 +76,12 @@ class PipelineResult(BaseModel):
         """Canonical UTF-8 bytes of the prompt spec, the preimage of ``roots.prompt_spec_hash`` (not a field)."""
         return cast(bytes, self._private("_prompt_spec_canonical"))
 
+    @property
+    def verdict_canonical(self) -> bytes:
+        """Canonical UTF-8 bytes of the verdict, the preimage of ``roots.verdict_hash`` (not a field;
+        empty for a result built outside :func:`run_pipeline`)."""
+        return cast(bytes, self._private("_verdict_canonical"))
+
     def _private(self, name: str) -> Any:
         """A private attribute read from pydantic's private dict directly: ``self.<name>`` goes
         through ``BaseModel.__getattr__`` after a failed lookup (an exception, ~5 µs per read); a
@@ -89,8 +96,7 @@ class PipelineResult(BaseModel):
         return dumps_canonical(self)
 
 
-def _evaluation_variables(trace: ReasoningTrace) -> dict[str, Any] | None:
-    source = locate_evaluation_variables(trace)
+def _evaluation_variables(source: EvaluationSource | None) -> dict[str, Any] | None:
     return None if source is None else dict(source.raw)
 
 
@@ -136,24 +142,39 @@ def run_pipeline(
             prompt_spec_canonical=prompt_spec_canonical,
             evidence_items=evidence_items_canonical,
         )
-    if isinstance(judge, JudgeAgent):
+    if (
+        isinstance(judge, JudgeAgent)
+        and type(judge).judge is JudgeAgent.judge
+        and type(judge).judge_located is JudgeAgent.judge_located
+    ):
+        # the judge's rules locate the evaluation variables once; the result takes that step's
+        verdict, judge_verification, located = judge.judge_located(
+            prompt_spec, evidence, trace, commitments=inputs
+        )
+    elif isinstance(judge, JudgeAgent):
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace, commitments=inputs)
+        located = locate_evaluation_variables(trace)
     else:
         verdict, judge_verification = judge.judge(prompt_spec, evidence, trace)
+        located = locate_evaluation_variables(trace)
+    verdict_bytes = canonical_bytes(verdict)  # hashed into the roots; replay compares the stored text with it
     return _result(
         {
             "trace": trace,
             "audit_verification": audit_verification,
             "verdict": verdict,
             "judge_verification": judge_verification,
-            "roots": compute_roots(prompt_spec, evidence, trace, verdict, inputs=inputs),
+            "roots": compute_roots(
+                prompt_spec, evidence, trace, verdict, inputs=inputs, verdict_canonical=verdict_bytes
+            ),
             "step_hashes": list(inputs.step_hashes),
-            "evaluation_variables": _evaluation_variables(trace),
+            "evaluation_variables": _evaluation_variables(located),
             "engine_version": ENGINE_VERSION,
         },
         {
             "_step_canonical": inputs.step_canonical,
             "_prompt_spec_canonical": inputs.prompt_spec_canonical,
+            "_verdict_canonical": verdict_bytes,
         },
     )
 

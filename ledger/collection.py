@@ -48,7 +48,7 @@ import gc
 import threading
 from collections.abc import Iterator
 
-__all__ = ["THRESHOLDS", "YOUNG_THRESHOLD", "fewer_collections", "tuned_gc"]
+__all__ = ["THRESHOLDS", "YOUNG_THRESHOLD", "fewer_collections", "frozen_heap", "tuned_gc"]
 
 
 YOUNG_THRESHOLD = 100_000
@@ -105,3 +105,37 @@ def tuned_gc(enabled: bool = True) -> Iterator[None]:
     finally:
         gc.set_threshold(*previous)
         gc.unfreeze()
+
+
+class _Frozen:
+    """How many :func:`frozen_heap` blocks are open, and whether the outermost one froze the heap."""
+
+    depth = 0
+    ours = False
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Move every object alive at the start of the block into the permanent generation
+    (``gc.freeze``) until the outermost of nested or concurrent uses ends, then back (``gc.unfreeze``).
+
+    ``ledger replay`` (measured: about 3 % of its CPU in collections of the older generations,
+    which re-walk the imported engine) uses it with :func:`fewer_collections`. Nothing is frozen
+    when collection is off or something else already froze the heap (:func:`tuned_gc`), and only
+    what this function froze is thawed. Garbage alive at the start waits for the block's end;
+    nothing committed depends on when collection runs.
+    """
+    with _LOCK:
+        if _Frozen.depth == 0:
+            _Frozen.ours = gc.isenabled() and gc.get_freeze_count() == 0
+            if _Frozen.ours:
+                gc.freeze()
+        _Frozen.depth += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _Frozen.depth -= 1
+            if _Frozen.depth == 0 and _Frozen.ours:
+                _Frozen.ours = False
+                gc.unfreeze()

@@ -18,6 +18,7 @@ from typing import Any
 from engine.commitments import InputCommitments, commit_inputs
 from engine.judge.rules import INVALID, Decision, map_to_verdict
 from engine.judge.schema_lock import SchemaLock
+from engine.judge.variables import EvaluationSource
 from engine.schemas import (
     ChallengeRef,
     CheckResult,
@@ -90,6 +91,20 @@ class JudgeAgent:
         passing; ``challenge`` points at the artifact to dispute when the verdict is INVALID.
         ``commitments`` lets a caller that already hashed the inputs avoid hashing them again.
         """
+        verdict, verification, _ = self.judge_located(prompt_spec, evidence, trace, commitments=commitments)
+        return verdict, verification
+
+    def judge_located(
+        self,
+        prompt_spec: PromptSpec,
+        evidence: EvidenceBundle,
+        trace: ReasoningTrace,
+        *,
+        commitments: InputCommitments | None = None,
+    ) -> tuple[DeterministicVerdict, VerificationResult, EvaluationSource | None]:
+        """:meth:`judge`, plus the step the evaluation variables were located in
+        (``locate_evaluation_variables(trace)``, which the rules locate once: the pipeline reads it
+        instead of locating again)."""
         decision = map_to_verdict(prompt_spec, evidence, trace)
         if commitments is None:
             commitments = commit_inputs(prompt_spec, evidence, trace)
@@ -113,7 +128,7 @@ class JudgeAgent:
         )
         checks = [*decision.checks, *SchemaLock.verify_verdict(verdict, prompt_spec.market)]
         ok = verdict.outcome != INVALID and all(check.ok for check in checks)
-        return verdict, _verification(ok, checks, decision.challenge)
+        return verdict, _verification(ok, checks, decision.challenge), decision.located
 
 
 def _verdict(values: dict[str, Any]) -> DeterministicVerdict:

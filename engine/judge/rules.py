@@ -80,6 +80,7 @@ class Decision(Record):
         "variables",
         "confidence_factors",
         "policy",
+        "located",
     )
     __slots__ = FIELDS
 
@@ -95,6 +96,7 @@ class Decision(Record):
         variables: EvaluationVariables | None,
         confidence_factors: tuple[str, ...],
         policy: ConfidencePolicy,
+        located: EvaluationSource | None = None,
     ) -> None:
         self.outcome: Final = outcome
         self.confidence: Final = confidence
@@ -106,6 +108,7 @@ class Decision(Record):
         self.variables: Final = variables
         self.confidence_factors: Final = confidence_factors
         self.policy: Final = policy
+        self.located: Final = located  # where the variables are, whether or not a stage read them
 
 
 class _Invalid(Exception):
@@ -125,7 +128,8 @@ class _Run:
         self.prompt_spec = prompt_spec
         self.evidence = evidence
         self.trace = trace
-        self.policy, _ = ConfidencePolicy.from_extra(prompt_spec.extra)
+        self.policy, self.policy_problems = ConfidencePolicy.from_extra(prompt_spec.extra)
+        self.located = locate_evaluation_variables(trace)  # read by the schema lock and validity
         self.checks: list[CheckResult] = []
         self.trail: list[dict[str, str]] = []
         self.source: EvaluationSource | None = None
@@ -160,9 +164,9 @@ class _Run:
 
     def schema_lock(self) -> None:
         lock = [
-            *SchemaLock.verify_prompt_spec(self.prompt_spec),
+            *SchemaLock.prompt_spec_checks(self.prompt_spec, self.policy_problems),
             *SchemaLock.verify_evidence(self.prompt_spec, self.evidence),
-            *SchemaLock.verify_trace(self.trace),
+            *SchemaLock.trace_checks(self.trace, self.located),
         ]
         self.checks.extend(lock)
         failed = [check.check_id for check in lock if not check.ok]
@@ -177,7 +181,7 @@ class _Run:
         )
 
     def validity(self) -> EvaluationVariables:
-        source = locate_evaluation_variables(self.trace)
+        source = self.located
         if source is None:  # the schema lock has already failed in this case
             raise self.fail_validity("no evaluation_variables", {}, self.reasoning_challenge("no variables"))
         self.source = source
@@ -313,4 +317,5 @@ def map_to_verdict(prompt_spec: PromptSpec, evidence: EvidenceBundle, trace: Rea
         variables=run.variables,
         confidence_factors=tuple(run.factors),
         policy=run.policy,
+        located=run.located,
     )

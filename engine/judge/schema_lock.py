@@ -18,7 +18,7 @@ from __future__ import annotations
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.checks import passed as check_passed
 from engine.judge.policy import ConfidencePolicy
-from engine.judge.variables import locate_evaluation_variables
+from engine.judge.variables import EvaluationSource, locate_evaluation_variables
 from engine.schemas import (
     CheckResult,
     DeterministicVerdict,
@@ -39,6 +39,12 @@ class SchemaLock:
     @staticmethod
     def verify_prompt_spec(prompt_spec: PromptSpec) -> list[CheckResult]:
         """Output schema, strict mode, ``created_at`` and confidence policy checks, in that order."""
+        return SchemaLock.prompt_spec_checks(prompt_spec, ConfidencePolicy.from_extra(prompt_spec.extra)[1])
+
+    @staticmethod
+    def prompt_spec_checks(prompt_spec: PromptSpec, policy_problems: list[str]) -> list[CheckResult]:
+        """:meth:`verify_prompt_spec` given the problems ``ConfidencePolicy.from_extra`` found in
+        ``prompt_spec.extra`` (the judge reads the policy once for both uses)."""
         checks: list[CheckResult] = []
         ref = prompt_spec.output_schema_ref
         if ref == DETERMINISTIC_VERDICT_REF:
@@ -72,11 +78,12 @@ class SchemaLock:
                     {"created_at": prompt_spec.created_at.isoformat()},
                 )
             )
-        _, problems = ConfidencePolicy.from_extra(prompt_spec.extra)
-        if problems:
+        if policy_problems:
             checks.append(
                 check_failed(
-                    "schema_lock.confidence_policy", "confidence_policy is malformed", {"problems": problems}
+                    "schema_lock.confidence_policy",
+                    "confidence_policy is malformed",
+                    {"problems": list(policy_problems)},
                 )
             )
         else:
@@ -100,7 +107,11 @@ class SchemaLock:
     @staticmethod
     def verify_trace(trace: ReasoningTrace) -> list[CheckResult]:
         """The trace carries evaluation variables in a final map (or aggregate) step."""
-        source = locate_evaluation_variables(trace)
+        return SchemaLock.trace_checks(trace, locate_evaluation_variables(trace))
+
+    @staticmethod
+    def trace_checks(trace: ReasoningTrace, source: EvaluationSource | None) -> list[CheckResult]:
+        """:meth:`verify_trace` given ``locate_evaluation_variables(trace)`` (the judge locates once)."""
         if source is None:
             return [
                 check_failed(

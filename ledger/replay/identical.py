@@ -58,19 +58,23 @@ def whole_run_identical(
         if entry.canonical is not None:
             if text != entry.canonical:
                 return False
-        elif not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash):
+        elif not _matches_rebuilt(
+            text, entry.payload, result.verdict, result.roots.verdict_hash, result.verdict_canonical
+        ):
             return False
     return steps_identical(step_hashes, step_texts, result)
 
 
-def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str) -> bool:
+def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str, preimage: bytes) -> bool:
     """``text`` equals the canonical text of the rebuilt ``payload``.
 
     A member of the payload that is ``hashed`` (the very object, e.g. the replayed verdict) is not
     serialised again: the canonical texts of the other members fix where its text lies in
-    ``text``, and that slice must hash to ``digest``, the SHA-256 the engine made of the member's
-    canonical bytes (``roots.verdict_hash``), as stored steps are proved by their hashes. Payloads
-    of another shape (no such member, keys that are not plain ASCII strings) are serialised whole.
+    ``text``, and that slice must equal ``preimage``, the canonical bytes the engine made of the
+    member and hashed into ``digest`` (:attr:`~engine.pipeline.PipelineResult.verdict_canonical`,
+    ``roots.verdict_hash``); without them (a result built elsewhere) the slice must hash to
+    ``digest``, as stored steps are proved by their hashes. Payloads of another shape (no such
+    member, keys that are not plain ASCII strings) are serialised whole.
     """
     keys = sorted(key for key, value in payload.items() if value is not None) if type(payload) is dict else ()
     if not any(payload[key] is hashed for key in keys) or not all(
@@ -93,7 +97,10 @@ def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str) -> bool:
     prefix, suffix = "".join(head), "".join(tail)
     if len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
         return False
-    return text_sha256(text[len(prefix) : len(text) - len(suffix)]) == digest
+    member_text = text[len(prefix) : len(text) - len(suffix)]
+    if preimage:
+        return member_text == preimage.decode("utf-8")
+    return text_sha256(member_text) == digest
 
 
 def _rebuilt_bytes(payload: Any) -> bytes:

@@ -39,7 +39,7 @@ from engine.judge import JudgeAgent
 from engine.merkle.rfc6962 import Frontier, leaf_hash
 from engine.pipeline import PipelineResult, run_pipeline
 from engine.version import ENGINE_VERSION
-from ledger.collection import fewer_collections
+from ledger.collection import fewer_collections, frozen_heap
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
@@ -393,7 +393,7 @@ def run_replay(
     ``recorder(outcome)`` (e.g. :class:`ledger.replay.record.ReplayRecorder`) for each one."""
     report = ReplayReport(selection=selection, live=live)
     started = time.perf_counter()
-    with fewer_collections(), snapshot(engine) as conn:
+    with fewer_collections(), frozen_heap(), snapshot(engine) as conn:
         # the totals only feed the progress bar and --jobs 0: not counted (a scan of every step row) otherwise
         total, total_steps = count_selected(conn, selection) if progress is not None or jobs <= 0 else (0, 0)
         report.jobs = auto_jobs(total, AUTO_PARALLEL_MIN) if jobs <= 0 else jobs

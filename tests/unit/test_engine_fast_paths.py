@@ -232,6 +232,35 @@ def test_pipeline_carries_the_prompt_spec_canonical_bytes_behind_its_hash() -> N
     assert "0x" + hashlib.sha256(result.prompt_spec_canonical).hexdigest() == result.roots.prompt_spec_hash
 
 
+def test_pipeline_carries_the_verdict_canonical_bytes_behind_its_hash_on_the_corpus() -> None:
+    """``verdict_canonical`` is the verdict's canonical bytes and the preimage of ``verdict_hash``;
+    the roots equal those computed without the bytes, and the evaluation variables are the located
+    step's (the judge locates them once for itself and the result)."""
+    from engine.commitments import compute_roots
+    from engine.judge import JudgeAgent, locate_evaluation_variables
+    from engine.pipeline import run_pipeline
+
+    plain_judge: JudgeAgent | None = None
+    try:
+
+        class PlainJudge(JudgeAgent):  # overrides judge(): the pipeline locates the variables itself
+            def judge(self, *args: Any, **kwargs: Any) -> Any:
+                return super().judge(*args, **kwargs)
+
+        plain_judge = PlainJudge()
+    except TypeError as exc:  # compiled build: JudgeAgent is a native class, not subclassable here
+        assert "cannot inherit from compiled" in str(exc)
+    for spec, bundle in _corpus():
+        result = run_pipeline(spec, bundle)
+        assert result.verdict_canonical == canonical_bytes(result.verdict)
+        assert "0x" + hashlib.sha256(result.verdict_canonical).hexdigest() == result.roots.verdict_hash
+        assert compute_roots(spec, bundle, result.trace, result.verdict) == result.roots
+        located = locate_evaluation_variables(result.trace)
+        assert result.evaluation_variables == (None if located is None else dict(located.raw))
+        if plain_judge is not None:
+            assert run_pipeline(spec, bundle, judge=plain_judge).canonical_json() == result.canonical_json()
+
+
 def test_cached_event_spec_equals_the_uncached_derivation_on_the_corpus() -> None:
     from engine.auditor.reasoning.semantics import _event_spec, derive_event_spec
 

@@ -6,12 +6,14 @@ would read differently (integers beyond 64 bits), is decided by the unchanged ex
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.canonical import canonical_bytes
 from engine.envelope import ENVELOPE_SCHEMA_ID, ENVELOPE_SCHEMA_VERSION, decode_envelope
 from engine.pipeline import run_pipeline
 from ledger.replay.runner import _identical_fast, replay_case
@@ -180,9 +182,10 @@ def test_a_missing_step_row_diverges() -> None:
     assert outcome.steps == len(case.step_texts) - 1
 
 
-def test_the_verdict_member_proved_by_its_hash_matches_exactly_what_serialising_it_would() -> None:
-    """The stored verdict payload's ``verdict`` member is checked against ``roots.verdict_hash``
-    instead of being serialised again: same answer as the whole-text comparison, for the payload as
+def test_the_verdict_member_proved_by_its_bytes_or_hash_matches_exactly_what_serialising_it_would() -> None:
+    """The stored verdict payload's ``verdict`` member is checked against the engine's canonical
+    bytes of the verdict (``verdict_canonical``), or ``roots.verdict_hash`` without them, instead of
+    being serialised again: same answer as the whole-text comparison, both ways, for the payload as
     stored and for texts changed inside, before and after that member."""
     from ledger.replay.identical import _matches_rebuilt
     from ledger.store.drafts import submission_draft
@@ -202,13 +205,18 @@ def test_the_verdict_member_proved_by_its_hash_matches_exactly_what_serialising_
         stored[:-1],
         "{}",
     ]
-    assert _matches_rebuilt(stored, entry.payload, result.verdict, result.roots.verdict_hash)
-    for text in changed:
-        assert text != stored
-        assert not _matches_rebuilt(text, entry.payload, result.verdict, result.roots.verdict_hash)
-    # a payload without that member is serialised whole
-    assert _matches_rebuilt(stored, entry.payload, object(), "0x00")
-    assert not _matches_rebuilt(changed[0], entry.payload, object(), "0x00")
+    assert result.verdict_canonical == canonical_bytes(result.verdict)  # the preimage of verdict_hash
+    assert "0x" + hashlib.sha256(result.verdict_canonical).hexdigest() == result.roots.verdict_hash
+    for preimage in (result.verdict_canonical, b""):  # b"": a result without the bytes
+        assert _matches_rebuilt(stored, entry.payload, result.verdict, result.roots.verdict_hash, preimage)
+        for text in changed:
+            assert text != stored
+            assert not _matches_rebuilt(
+                text, entry.payload, result.verdict, result.roots.verdict_hash, preimage
+            )
+        # a payload without that member is serialised whole
+        assert _matches_rebuilt(stored, entry.payload, object(), "0x00", preimage)
+        assert not _matches_rebuilt(changed[0], entry.payload, object(), "0x00", preimage)
 
 
 def test_a_stored_verdict_with_another_outcome_diverges() -> None:

@@ -61,8 +61,9 @@ def test_the_pipeline_result_equals_the_validated_one(index: int) -> None:
     reference = PipelineResult(**_fields(result))
     reference._step_canonical = result.step_canonical
     reference._prompt_spec_canonical = result.prompt_spec_canonical
+    reference._verdict_canonical = result.verdict_canonical
     _same(result, reference)
-    assert result.step_canonical and result.prompt_spec_canonical
+    assert result.step_canonical and result.prompt_spec_canonical and result.verdict_canonical
     assert result.canonical_json() == reference.canonical_json()
 
 

@@ -10,24 +10,28 @@ reach validation, not stop at a compiled type check.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from engine.schemas import CheckResult
 from engine.schemas.trusted import trusted_check
 
 __all__ = ["failed", "passed", "warning"]
 
+_CHECK_RESULT: Final = CheckResult
+"""``CheckResult`` as a ``Final`` name: a compiled build reads it from a C static, not from the
+module dict on every call (the class is imported from an interpreted module)."""
+
 
 def passed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.passed``: a passing check (severity info)."""
-    return trusted_check(CheckResult, check_id, True, "info", message, details)
+    return trusted_check(_CHECK_RESULT, check_id, True, "info", message, details)
 
 
 def warning(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.warning``: a passing check that deserves attention (severity warn)."""
-    return trusted_check(CheckResult, check_id, True, "warn", message, details)
+    return trusted_check(_CHECK_RESULT, check_id, True, "warn", message, details)
 
 
 def failed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.failed``: a failing check (severity error)."""
-    return trusted_check(CheckResult, check_id, False, "error", message, details)
+    return trusted_check(_CHECK_RESULT, check_id, False, "error", message, details)

@@ -51,6 +51,13 @@ __all__ = [
     "plan_chunks",
 ]
 
+# Imported model classes as ``Final`` names: a compiled build reads them from C statics, not
+# from the module dict at each use (they are defined in interpreted modules).
+_EVIDENCE_ITEM: Final = EvidenceItem
+_PROVENANCE: Final = Provenance
+_SELECTION_POLICY: Final = SelectionPolicy
+_CHECK_RESULT: Final = CheckResult
+
 
 def _ceil_div(count: int, size: int) -> int:
     return -(-count // size)
@@ -75,6 +82,11 @@ def plan_chunks(items: int, requirements: int, max_steps: int) -> tuple[int, int
 
 _STEP_IDS: Final = tuple(f"step_{number:04d}" for number in range(1, 257))
 """Step ids by position (a format call per step costs more than the rest of the id logic)."""
+
+
+_STEP_MODEL: Final = ReasoningStep
+"""``ReasoningStep`` as a ``Final`` name: a compiled build reads it from a C static, not from the
+module dict once per step."""
 
 
 def _step_id(number: int) -> str:
@@ -152,7 +164,7 @@ class _Steps:
             self.sound = self._holds(inputs, output, cited)
         # ``inputs`` and ``output`` are taken as they are: every caller passes dicts it made for
         # this step (the deduce step a copy of the analysis's ``deduction``).
-        step = trusted_step(ReasoningStep, step_id, step_type, inputs, action, output, cited, _unique(prior))
+        step = trusted_step(_STEP_MODEL, step_id, step_type, inputs, action, output, cited, _unique(prior))
         self.steps.append(step)
         if self.commit:
             plain, preimage = step_preimage(step)
@@ -184,7 +196,7 @@ class _Steps:
 def _item_inputs(item: EvidenceItem) -> dict[str, Any]:
     """An extract step's input for one item (``valid`` is :attr:`EvidenceItem.is_valid`)."""
     provenance = item.provenance
-    if type(item) is EvidenceItem and type(provenance) is Provenance:
+    if type(item) is _EVIDENCE_ITEM and type(provenance) is _PROVENANCE:
         # The models' own field dicts (one attribute read each instead of one per field); ``valid``
         # is the ``is_valid`` property's expression. Subclasses, which may override a field with a
         # property, take the attribute path below.
@@ -226,7 +238,7 @@ def _aggregate_inputs(selection: Selection) -> dict[str, Any]:
     """An aggregate step's input for one requirement's selection."""
     policy = selection.policy
     candidates = [candidate.evidence_id for candidate in selection.ordered]
-    if type(policy) is SelectionPolicy:
+    if type(policy) is _SELECTION_POLICY:
         fields = policy.__dict__  # an exact policy's field dict: one read instead of five
         return {
             "candidates": candidates,
@@ -253,7 +265,7 @@ def _conflicts(contradictions: Sequence[CheckResult]) -> list[dict[str, Any]]:
     conflicts: list[dict[str, Any]] = []
     for check in contradictions:
         # An exact check's field dict: one attribute read instead of three (subclasses read attributes).
-        fields = check.__dict__ if type(check) is CheckResult else None
+        fields = check.__dict__ if type(check) is _CHECK_RESULT else None
         check_id = fields["check_id"] if fields is not None else check.check_id
         if ":" not in check_id:
             continue

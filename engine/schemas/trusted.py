@@ -20,13 +20,6 @@ M = TypeVar("M", bound=BaseModel)
 _Plan = tuple[dict[str, Any], int, frozenset[str], tuple[tuple[str, Any], ...]]
 _PLANS: dict[type[BaseModel], _Plan] = {}
 _new: Final = object.__new__
-# BaseModel's own slot descriptors, called directly: the same stores ``object.__setattr__`` makes
-# (every model inherits these slots), without its per-call attribute lookup through the class.
-# ``Final`` lets a compiled build keep them in C statics instead of reading the module dict.
-_SET_DICT: Final = BaseModel.__dict__["__dict__"].__set__
-_SET_FIELDS_SET: Final = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_SET_EXTRA: Final = BaseModel.__dict__["__pydantic_extra__"].__set__
-_SET_PRIVATE: Final = BaseModel.__dict__["__pydantic_private__"].__set__
 _REQUIRED: Any = object()
 
 
@@ -37,10 +30,14 @@ def instance_from_state(
     ``model_fields_set``, no extra values and ``private``: the one place the engine stores a
     model's state without validation (its callers check that the values fit; see :func:`trusted`)."""
     instance = _new(cls)
-    _SET_DICT(instance, data)
-    _SET_FIELDS_SET(instance, fields_set)
-    _SET_EXTRA(instance, None)
-    _SET_PRIVATE(instance, private)
+    # ``object.__setattr__`` spelled out, not aliased: a compiled build turns each call into one
+    # direct C call of the generic attribute store (mypyc specialises this exact spelling), with
+    # no argument tuple or method-wrapper call per store. The stores are pydantic's own
+    # (``model_construct`` makes them through ``object.__setattr__`` too).
+    object.__setattr__(instance, "__dict__", data)
+    object.__setattr__(instance, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(instance, "__pydantic_extra__", None)
+    object.__setattr__(instance, "__pydantic_private__", private)
     return instance
 
 

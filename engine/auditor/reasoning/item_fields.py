@@ -16,6 +16,11 @@ from engine.schemas import EvidenceItem, Provenance
 
 __all__ = ["ItemFields", "item_fields"]
 
+# Imported model classes as ``Final`` names: a compiled build reads them from C statics, not
+# from the module dict at each use (they are defined in interpreted modules).
+_EVIDENCE_ITEM: Final = EvidenceItem
+_PROVENANCE: Final = Provenance
+
 
 class ItemFields(Record):
     """An evidence item's fields as extraction uses them (``valid`` is :attr:`EvidenceItem.is_valid`)."""
@@ -59,7 +64,7 @@ class ItemFields(Record):
 def item_fields(item: EvidenceItem) -> ItemFields:
     """The fields of ``item`` (and of its provenance) that extraction reads."""
     provenance = item.provenance
-    if type(item) is EvidenceItem and type(provenance) is Provenance:
+    if type(item) is _EVIDENCE_ITEM and type(provenance) is _PROVENANCE:
         fields, origin = item.__dict__, provenance.__dict__
         return ItemFields(
             fields["evidence_id"],

@@ -27,6 +27,10 @@ from engine.schemas import DataRequirement, SelectionPolicy
 
 __all__ = ["Candidate", "Selection", "order_candidates", "select"]
 
+# Imported model classes as ``Final`` names: a compiled build reads them from C statics, not
+# from the module dict at each use (they are defined in interpreted modules).
+_SELECTION_POLICY: Final = SelectionPolicy
+
 DEFAULT_POLICY = SelectionPolicy(strategy="single_best")
 
 
@@ -199,7 +203,7 @@ def select(
 ) -> Selection:
     """Apply ``policy`` to ``candidates``; ``key_of`` says what a candidate states about the event."""
     policy = policy or DEFAULT_POLICY
-    if type(policy) is SelectionPolicy:
+    if type(policy) is _SELECTION_POLICY:
         fields = policy.__dict__  # an exact policy's field dict: one read instead of one per field
         tie_breaker, min_sources, strategy = fields["tie_breaker"], fields["min_sources"], fields["strategy"]
     else:

@@ -45,6 +45,12 @@ __all__ = [
     "requirement_order",
 ]
 
+# Imported model classes as ``Final`` names: a compiled build reads them from C statics, not
+# from the module dict at each use (they are defined in interpreted modules).
+_EVIDENCE_ITEM: Final = EvidenceItem
+_PROVENANCE: Final = Provenance
+_SOURCE_POLICY: Final = SourcePolicy
+
 
 class ItemAssessment(Record):
     """Whether one evidence item may be used, and why not."""
@@ -214,7 +220,7 @@ class LogicSanityChecker:
         reason = None
         # Each model field is read once into a local: a Pydantic attribute read is not cheap.
         provenance = item.provenance
-        if type(item) is EvidenceItem and type(provenance) is Provenance:
+        if type(item) is _EVIDENCE_ITEM and type(provenance) is _PROVENANCE:
             # The models' own field dicts (one read each instead of one per field); ``valid`` is
             # the ``is_valid`` property's expression. Subclasses take the attribute path below.
             fields, origin = item.__dict__, provenance.__dict__
@@ -402,7 +408,7 @@ def slack_delta(seconds: Any) -> timedelta:
 def _source_tier(allowed_sources: list[SourcePolicy], source_id: str) -> int | None:
     """The source policy's minimum tier, 0 when unlisted, None when the source is disallowed."""
     for policy in allowed_sources:
-        if type(policy) is SourcePolicy:
+        if type(policy) is _SOURCE_POLICY:
             fields = policy.__dict__  # an exact policy's field dict: one read instead of three
             if fields["source_id"] == source_id:
                 return fields["min_provenance_tier"] if fields["allow"] else None

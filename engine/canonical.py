@@ -122,9 +122,9 @@ def _plain(value: Any) -> Any:
     if kind is dict:
         return _plain_dict(cast(dict[Any, Any], value))
     if kind is list:
-        return _plain_list(cast(list[Any], value))
+        return _plain_items(cast(list[Any], value).copy())
     if kind is tuple:
-        return _plain_list(list(cast(tuple[Any, ...], value)))
+        return _plain_items(list(cast(tuple[Any, ...], value)))
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
@@ -160,27 +160,29 @@ def _plain(value: Any) -> Any:
 
 
 def _plain_dict(value: dict[Any, Any]) -> dict[str, Any]:
-    """:func:`_plain` of a dict: None values dropped, keys must be exact ``str``."""
-    out: dict[str, Any] = {}
+    """:func:`_plain` of a dict: None values dropped, keys must be exact ``str``.
+
+    A C-level copy, then only the entries that are not str, int or bool are rewritten."""
+    out = value.copy()
     for key, item in value.items():
         if item is None:
+            del out[key]
             continue
         if type(key) is not str:
             raise _NeedsSlowPath
         kind_of_item = type(item)
-        out[key] = (
-            item if kind_of_item is str or kind_of_item is int or kind_of_item is bool else _plain(item)
-        )
+        if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool):
+            out[key] = _plain(item)
     return out
 
 
-def _plain_list(value: list[Any]) -> list[Any]:
-    """:func:`_plain` of a list (or a tuple's items): None is kept."""
-    items: list[Any] = []
-    for item in value:
+def _plain_items(items: list[Any]) -> list[Any]:
+    """:func:`_plain` of a list's items, in place in ``items`` (a fresh copy): None is kept."""
+    for index in range(len(items)):
+        item = items[index]
         kind_of_item = type(item)
-        plain = kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None
-        items.append(item if plain else _plain(item))
+        if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None):
+            items[index] = _plain(item)
     return items
 
 

@@ -138,7 +138,7 @@ def _plain(value: Any) -> Any:
         if not isinstance(value, BaseModel):
             raise _NeedsSlowPath
         names = _DIRECT_FIELDS[kind] = direct_fields(kind)
-    if not names or value.__pydantic_extra__:
+    if not names:  # (a model allowing extra fields has no direct plan: its extras are dumped)
         return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
     data: dict[str, Any] = value.__dict__
     model_out: dict[str, Any] = {}

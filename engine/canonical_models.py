@@ -123,13 +123,14 @@ def direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | No
     """``(field, declared model classes or None)`` when a model's dump is just its fields; () if not.
 
     True for plain models: no aliases, excluded fields, computed fields, serializers or root
-    models. Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
+    models, and no ``extra="allow"`` (any other model's dump ignores ``__pydantic_extra__``). Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
     which :func:`engine.canonical._plain` then canonicalises exactly as it would the dump; a field typed with models
     is read directly only while it holds instances of exactly those classes.
     """
     decorators = cls.__pydantic_decorators__
     if (
         issubclass(cls, RootModel)
+        or cls.model_config.get("extra") == "allow"
         or cls.model_computed_fields
         or decorators.field_serializers
         or decorators.model_serializers

@@ -24,12 +24,12 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Final, cast, get_args
+from typing import Any, Final, cast
 
 import orjson
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel
 
-from engine.canonical_models import model_bytes
+from engine.canonical_models import declared_models_only, direct_fields, model_bytes
 from engine.float_spelling import may_hold_small_float
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
@@ -108,27 +108,23 @@ def canonicalize_value(value: Any, path: str = "$") -> Any:
 
 
 _INFINITIES = (math.inf, -math.inf)  # not Final: a compiled Final float tuple reads as unset
-_PASS_THROUGH: Final = frozenset({str, int, bool})
+_PASS_THROUGH: Final = frozenset({str, int, bool})  # plain_data's leaves copied as they are
 _PASS_THROUGH_IN_LISTS: Final = frozenset({str, int, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
     """Fast :func:`canonicalize_value` for exact built-in types and models; raises ``_NeedsSlowPath``.
 
-    Strings, ints and bools are copied in the loops without a call per leaf (the common case).
+    Strings, ints and bools are copied in the loops without a call per leaf (the common case);
+    their types are compared by identity (no set lookup) and dicts are walked natively.
     """
     kind = type(value)
     if kind is dict:
-        out: dict[str, Any] = {}
-        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
-            if item is None:
-                continue
-            if type(key) is not str:
-                raise _NeedsSlowPath
-            out[key] = item if type(item) in _PASS_THROUGH else _plain(item)
-        return out
-    if kind is list or kind is tuple:
-        return [item if type(item) in _PASS_THROUGH_IN_LISTS else _plain(item) for item in value]
+        return _plain_dict(cast(dict[Any, Any], value))
+    if kind is list:
+        return _plain_items(cast(list[Any], value).copy())
+    if kind is tuple:
+        return _plain_items(list(cast(tuple[Any, ...], value)))
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
@@ -141,10 +137,10 @@ def _plain(value: Any) -> Any:
     if names is None:
         if not isinstance(value, BaseModel):
             raise _NeedsSlowPath
-        names = _DIRECT_FIELDS[kind] = _direct_fields(kind)
-    if not names or value.__pydantic_extra__:
+        names = _DIRECT_FIELDS[kind] = direct_fields(kind)
+    if not names:  # (a model allowing extra fields has no direct plan: its extras are dumped)
         return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
-    data = value.__dict__
+    data: dict[str, Any] = value.__dict__
     model_out: dict[str, Any] = {}
     for name, declared in names:
         item = data.get(name, _ABSENT)
@@ -152,62 +148,46 @@ def _plain(value: Any) -> Any:
             continue
         if item is _ABSENT:
             raise _NeedsSlowPath
-        if declared is not None and not _declared_models_only(item, declared):
+        if declared is not None and not declared_models_only(item, declared):
             # pydantic dumps a model held in a typed field by the declared class (a subclass's
             # extra fields are dropped): let it.
             return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
-        model_out[name] = item if type(item) in _PASS_THROUGH else _plain(item)
+        kind_of_item = type(item)
+        model_out[name] = (
+            item if kind_of_item is str or kind_of_item is int or kind_of_item is bool else _plain(item)
+        )
     return model_out
+
+
+def _plain_dict(value: dict[Any, Any]) -> dict[str, Any]:
+    """:func:`_plain` of a dict: None values dropped, keys must be exact ``str``.
+
+    A C-level copy, then only the entries that are not str, int or bool are rewritten."""
+    out = value.copy()
+    for key, item in value.items():
+        if item is None:
+            del out[key]
+            continue
+        if type(key) is not str:
+            raise _NeedsSlowPath
+        kind_of_item = type(item)
+        if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool):
+            out[key] = _plain(item)
+    return out
+
+
+def _plain_items(items: list[Any]) -> list[Any]:
+    """:func:`_plain` of a list's items, in place in ``items`` (a fresh copy): None is kept."""
+    for index in range(len(items)):
+        item = items[index]
+        kind_of_item = type(item)
+        if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None):
+            items[index] = _plain(item)
+    return items
 
 
 _ABSENT: Final[Any] = object()
 _DIRECT_FIELDS: dict[type, tuple[tuple[str, frozenset[type] | None], ...]] = {}
-
-
-def _declared_models_only(item: Any, declared: frozenset[type]) -> bool:
-    """Whether every model inside ``item`` (at any depth of lists and dicts) is of a declared class."""
-    kind = type(item)
-    if kind is list or kind is tuple:
-        return all(_declared_models_only(x, declared) for x in item)
-    if kind is dict:
-        return all(_declared_models_only(x, declared) for x in item.values())
-    return kind in declared or not isinstance(item, BaseModel)
-
-
-def _models_in(annotation: Any) -> frozenset[type]:
-    found: set[type] = set()
-    stack = [annotation]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            found.add(current)
-        stack.extend(get_args(current))
-    return frozenset(found)
-
-
-def _direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | None], ...]:
-    """``(field, declared model classes or None)`` when a model's dump is just its fields; () if not.
-
-    True for plain models: no aliases, excluded fields, computed fields, serializers or root
-    models. Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
-    which :func:`_plain` then canonicalises exactly as it would the dump; a field typed with models
-    is read directly only while it holds instances of exactly those classes.
-    """
-    decorators = cls.__pydantic_decorators__
-    if (
-        issubclass(cls, RootModel)
-        or cls.model_computed_fields
-        or decorators.field_serializers
-        or decorators.model_serializers
-    ):
-        return ()
-    out: list[tuple[str, frozenset[type] | None]] = []
-    for name, field in cls.model_fields.items():
-        if field.alias is not None or field.serialization_alias is not None or field.exclude:
-            return ()
-        models = _models_in(field.annotation)
-        out.append((name, models or None))
-    return tuple(out)
 
 
 def plain_data(value: Any) -> Any:

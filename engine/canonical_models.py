@@ -16,12 +16,20 @@ so the bytes never differ; equality with the reference is property-tested.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
-__all__ = ["json_ready", "model_bytes", "ready_dump", "ready_dump_bytes"]
+__all__ = [
+    "declared_models_only",
+    "direct_fields",
+    "json_ready",
+    "model_bytes",
+    "models_in",
+    "ready_dump",
+    "ready_dump_bytes",
+]
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
 
@@ -87,3 +95,51 @@ def model_bytes(model: BaseModel) -> bytes | None:
     """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure."""
     dumped = ready_dump(model)
     return None if dumped is None else ready_dump_bytes(dumped)
+
+
+def declared_models_only(item: Any, declared: frozenset[type]) -> bool:
+    """Whether every model inside ``item`` (at any depth of lists and dicts) is of a declared class."""
+    kind = type(item)
+    if kind is list or kind is tuple:
+        return all(declared_models_only(x, declared) for x in item)
+    if kind is dict:
+        return all(declared_models_only(x, declared) for x in item.values())
+    return kind in declared or not isinstance(item, BaseModel)
+
+
+def models_in(annotation: Any) -> frozenset[type]:
+    """The model classes named anywhere in a field annotation."""
+    found: set[type] = set()
+    stack = [annotation]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            found.add(current)
+        stack.extend(get_args(current))
+    return frozenset(found)
+
+
+def direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | None], ...]:
+    """``(field, declared model classes or None)`` when a model's dump is just its fields; () if not.
+
+    True for plain models: no aliases, excluded fields, computed fields, serializers or root
+    models, and no ``extra="allow"`` (any other model's dump ignores ``__pydantic_extra__``). Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
+    which :func:`engine.canonical._plain` then canonicalises exactly as it would the dump; a field typed with models
+    is read directly only while it holds instances of exactly those classes.
+    """
+    decorators = cls.__pydantic_decorators__
+    if (
+        issubclass(cls, RootModel)
+        or cls.model_config.get("extra") == "allow"
+        or cls.model_computed_fields
+        or decorators.field_serializers
+        or decorators.model_serializers
+    ):
+        return ()
+    out: list[tuple[str, frozenset[type] | None]] = []
+    for name, field in cls.model_fields.items():
+        if field.alias is not None or field.serialization_alias is not None or field.exclude:
+            return ()
+        models = models_in(field.annotation)
+        out.append((name, models or None))
+    return tuple(out)

@@ -78,26 +78,26 @@ def _orjson_plain(value: Any) -> Any:
     scan of the bytes for such floats is needed after ``orjson.dumps``. Property-tested.
     """
     kind = type(value)
-    if kind is dict:
-        out: dict[str, Any] = {}
-        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
+    if kind is dict:  # a C-level copy; only entries that are not str, int or bool are rewritten
+        mapping = cast(dict[Any, Any], value)  # typed: a native dict walk
+        out = mapping.copy()
+        for key, item in mapping.items():
             if item is None:
+                del out[key]
                 continue
             if type(key) is not str:
                 raise ValueError("not plain JSON data")
             kind_of_item = type(item)
-            out[key] = (
-                item
-                if kind_of_item is str or kind_of_item is int or kind_of_item is bool
-                else _orjson_plain(item)
-            )
+            if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool):
+                out[key] = _orjson_plain(item)
         return out
     if kind is list:
-        items: list[Any] = []
-        for item in cast(list[Any], value):
+        items = cast(list[Any], value).copy()
+        for index in range(len(items)):
+            item = items[index]
             kind_of_item = type(item)
-            plain = kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None
-            items.append(item if plain else _orjson_plain(item))
+            if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None):
+                items[index] = _orjson_plain(item)
         return items
     if kind is str or kind is int or kind is bool or value is None:
         return value

@@ -167,9 +167,9 @@ def loads_strict(
     if max_integer_digits is None or max_integer_digits >= _ORJSON_INTEGER_DIGITS:
         fast = _decoded_fast(text)
         if fast is not None and not (exact_numbers and _may_underflow(text, fast[1])):
-            value, encoded = fast
+            value, _, openings = fast
             # As in _checked: the brackets bound the nesting (the re-encoding has the same ones).
-            if isinstance(value, (dict, list)) and encoded.count(b"[") + encoded.count(b"{") > max_depth:
+            if isinstance(value, (dict, list)) and openings > max_depth:
                 _check_depth(value, max_depth)
             return value
     hooks = _Hooks(max_integer_digits)
@@ -235,9 +235,13 @@ def _digit_before(text: str, marker: str) -> bool:
     return False
 
 
-def _decoded_fast(text: str) -> tuple[Any, bytes] | None:
-    """orjson's decode of ``text`` (and its re-encoding) when it provably equals the hooked
-    decoder's, else None.
+_ALL_BUT_STRUCTURE = bytes(byte for byte in range(256) if byte not in b":[{+")
+"""What ``bytes.translate`` deletes to leave a re-encoding's colons, opening brackets and ``+``."""
+
+
+def _decoded_fast(text: str) -> tuple[Any, bytes, int] | None:
+    """orjson's decode of ``text``, its re-encoding and the re-encoding's count of ``[`` and ``{``,
+    when the decode provably equals the hooked decoder's, else None.
 
     orjson refuses NaN, Infinity, out-of-range floats, lone surrogates and everything malformed
     (the hooked decoder then decides, with the same error as always); what it accepts it decodes to
@@ -251,6 +255,9 @@ def _decoded_fast(text: str) -> tuple[Any, bytes] | None:
       dropped, i.e. no key was seen twice (dropped members take their strings' colons with them).
       An escaped colon (``\\u003a``) is a colon the text does not show: a document with any
       ``\\u003`` escape takes the slow path.
+
+    One ``translate`` pass keeps only the re-encoding's ``:``, ``[``, ``{`` and ``+``, so they are
+    counted on a short string; ``e+`` is looked for only when some ``+`` is there at all.
     """
     if "\\u003" in text:
         return None
@@ -259,9 +266,11 @@ def _decoded_fast(text: str) -> tuple[Any, bytes] | None:
         encoded = orjson.dumps(value)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
-    if b"e+" in encoded or encoded.count(b":") != text.count(":"):
+    structure = encoded.translate(None, _ALL_BUT_STRUCTURE)
+    colons, pluses = structure.count(b":"), structure.count(b"+")
+    if (pluses and b"e+" in encoded) or colons != text.count(":"):
         return None
-    return value, encoded
+    return value, encoded, len(structure) - colons - pluses
 
 
 def _loads_hooked(text: str, hooks: _Hooks, exact_numbers: bool, max_depth: int) -> Any:

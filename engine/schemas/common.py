@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic_core import TzInfo
 
 SCHEMA_VERSION = "v1"
 
@@ -17,7 +18,9 @@ class StrictModel(BaseModel):
 
 
 def _to_utc(value: datetime) -> datetime:
-    if value.tzinfo is None or value.utcoffset() is None:
+    zone = value.tzinfo
+    # pydantic's parsed offset (TzInfo) always has a utcoffset: the check, a slow call, is skipped.
+    if type(zone) is not TzInfo and (zone is None or value.utcoffset() is None):
         raise ValueError("timestamp has no time zone; send UTC with a 'Z' suffix or an explicit offset")
     return value.astimezone(UTC)
 

@@ -146,3 +146,21 @@ def test_corpus_inputs_take_the_fast_path() -> None:
                 assert fast == _reference(model)
                 taken += 1
     assert taken >= 3 * len(paths)  # every spec and bundle and item, but a few holding small floats
+
+
+@pytest.mark.parametrize("extra", ["allow", "ignore", "forbid"])
+def test_extras_set_by_hand_are_canonicalised_as_the_model_dump_does(extra: str) -> None:
+    from pydantic import ConfigDict
+
+    from engine.canonical import _canonicalize_reference, canonicalize_value
+
+    class _Open(BaseModel):
+        model_config = ConfigDict(extra=extra)  # type: ignore[typeddict-item]
+        name: str = "n"
+        inner: _Leaf | None = None
+
+    for extras in (None, {}, {"x": 1, "y": None}):
+        model = _Open(inner=_Leaf(name="a", weight=0.5))
+        object.__setattr__(model, "__pydantic_extra__", extras)
+        assert canonicalize_value(model) == _canonicalize_reference(model)
+        assert canonicalize_value({"m": [model]}) == _canonicalize_reference({"m": [model]})

@@ -96,11 +96,32 @@ def test_a_duplicate_key_anywhere_is_refused_as_before(members: dict[str, Any], 
         '{"v":0.000001,"w":1e-5,"x":1.5E-7}',
         '{"v":1E+400}',
         "[123456789012345678901]",
+        '{"a":"+","b":18446744073709551616}',
+        '["e+",-9223372036854775809]',
+        '{"t":"+00:00","a":{"b":1},"a":2}',
+        "[" * 64 + "]" * 64,
+        "[" * 65 + '"+:{["' + "]" * 65,
+        '[{"a":"[{[{"}]',
     ],
 )
 @pytest.mark.parametrize("exact_numbers", [False, True])
 def test_edge_documents_decode_or_fail_as_before(text: str, exact_numbers: bool) -> None:
     assert _same(_strict(text, exact_numbers=exact_numbers), _hooked(text, exact_numbers=exact_numbers))
+
+
+@given(_VALUES, st.integers(min_value=1, max_value=6))
+@settings(max_examples=800)
+def test_the_depth_bound_is_enforced_as_by_the_hooked_decoder(value: Any, max_depth: int) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        reference: tuple[str, Any] = "ok", _loads_hooked(text, _Hooks(None), False, max_depth)
+    except StrictJSONError as exc:
+        reference = "error", (exc.code, exc.path)
+    try:
+        strict: tuple[str, Any] = "ok", loads_strict(text, max_depth=max_depth)
+    except StrictJSONError as exc:
+        strict = "error", (exc.code, exc.path)
+    assert _same(strict, reference)
 
 
 def test_exact_numbers_leave_the_fast_path_only_where_a_literal_may_underflow() -> None:
@@ -119,7 +140,11 @@ def test_fast_path_is_taken_for_plain_documents_and_left_for_escaped_colons() ->
     assert _decoded_fast('{"a":"x:y","b":[1,2.5,{"c":null}]}') == (
         {"a": "x:y", "b": [1, 2.5, {"c": None}]},
         b'{"a":"x:y","b":[1,2.5,{"c":null}]}',
+        3,
     )
     assert _decoded_fast('{"a":"\\u003a"}') is None
     assert _decoded_fast("[18446744073709551616]") is None
     assert _decoded_fast("[" * 300 + "]" * 300) is None
+    # the opening brackets are counted apart from the colons and pluses kept with them
+    assert _decoded_fast('["+",{"x:":[]},"a+b"]') == (["+", {"x:": []}, "a+b"], b'["+",{"x:":[]},"a+b"]', 3)
+    assert _decoded_fast('{"big":"+","n":[18446744073709551616]}') is None

@@ -176,11 +176,10 @@ class _Scan:
             key_end = self.key_end(key)
             if key_end < 0:
                 return -1
-            if previous >= 0 and not (  # keys mostly differ at their first character: decided at once
-                key < key_end and previous < previous_end and ord(text[key]) > ord(text[previous])
-            ):
-                if not self.after(key, key_end, previous, previous_end):
-                    return -1
+            # keys mostly differ at their first character: then order is decided at once
+            first_after = key < key_end and previous < previous_end and ord(text[key]) > ord(text[previous])
+            if previous >= 0 and not first_after and not self.after(key, key_end, previous, previous_end):
+                return -1
             previous, previous_end = key, key_end
             i = key_end + 1
             if i >= n or ord(text[i]) != 58:  # :

@@ -199,6 +199,8 @@ def test_key_order_decided_at_the_first_character_or_after(text: str, accepted: 
     assert _reference(text) is accepted
 
 
-@pytest.mark.parametrize(("token", "accepted"), [("2.5", True), ("2.50", False), ("1e-05", True), ("1e-5", False)])
+@pytest.mark.parametrize(
+    ("token", "accepted"), [("2.5", True), ("2.50", False), ("1e-05", True), ("1e-5", False)]
+)
 def test_float_tokens_decided_again_when_remembered(token: str, accepted: bool) -> None:
     assert [is_canonical(f"[{token}]") for _ in range(2)] == [accepted, accepted]

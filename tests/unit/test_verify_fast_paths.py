@@ -52,7 +52,9 @@ def test_entry_hash_built_at_once_is_the_ledger_entry_hash(kind: str, version: s
 @pytest.mark.parametrize("kind", ["trace.step", 'we"ird', "v\\1\n"])
 def test_entry_hash_with_hashes_proven_plain_is_the_ledger_entry_hash(kind: str) -> None:
     entry = EntryRow(5, _hex(1), 3, kind, _hex(2), _hex(7), _hex(3), "1.2.3", "{}")
-    assert _entry_hash(_hex(1), entry, _hex(2), True) == entry_hash(_hex(1), 3, kind, _hex(2), _hex(7), "1.2.3")
+    assert _entry_hash(_hex(1), entry, _hex(2), True) == entry_hash(
+        _hex(1), 3, kind, _hex(2), _hex(7), "1.2.3"
+    )
 
 
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what a JSON string escapes (ledger.store.hashing's rule)

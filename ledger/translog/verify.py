@@ -43,7 +43,7 @@ from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, node_key, read_entries,
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
 
-SCAN_BATCH = 5000
+SCAN_BATCH = 20 << TILE_HEIGHT  # whole tiles: a batch appends leaves one by one only up to a checkpoint
 MAX_REPORTS_PER_CODE = 20
 
 

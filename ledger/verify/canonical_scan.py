@@ -36,6 +36,10 @@ ELEMENTS: Final[Any] = object()
 
 _CONTROLS: Final = tuple(chr(code) for code in range(32))
 _SHORT_ESCAPES: Final = '"\\bfnrt'  # what follows a backslash the canonical form writes
+_REPR_FLOATS: Final[set[str]] = set()
+"""Float tokens found equal to Python's ``repr`` of the float they parse to (a pure function of the
+token: remembered, up to :data:`_REPR_FLOATS_KEPT` of them, as the ledger repeats the same few)."""
+_REPR_FLOATS_KEPT: Final = 4096
 
 
 class _Scan:
@@ -122,7 +126,13 @@ class _Scan:
             negative_zero = i - start == 2 and ord(text[start]) == 45 and ord(text[start + 1]) == 48
             return -1 if i - start > 18 or negative_zero else i
         token = text[start:i]
-        return i if repr(float(token)) == token else -1
+        if token in _REPR_FLOATS:
+            return i
+        if repr(float(token)) != token:
+            return -1
+        if len(_REPR_FLOATS) < _REPR_FLOATS_KEPT:
+            _REPR_FLOATS.add(token)
+        return i
 
     def value_end(self, i: int, depth: int) -> int:
         """Where the canonical JSON value at ``i`` ends."""
@@ -164,7 +174,11 @@ class _Scan:
         while i < n and ord(text[i]) == 34:
             key = i + 1
             key_end = self.key_end(key)
-            if key_end < 0 or (previous >= 0 and not self.after(key, key_end, previous, previous_end)):
+            if key_end < 0:
+                return -1
+            # keys mostly differ at their first character: then order is decided at once
+            first_after = key < key_end and previous < previous_end and ord(text[key]) > ord(text[previous])
+            if previous >= 0 and not first_after and not self.after(key, key_end, previous, previous_end):
                 return -1
             previous, previous_end = key, key_end
             i = key_end + 1

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 import orjson
@@ -49,9 +48,16 @@ from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 
 __all__ = ["Problem", "check_submission"]
 
-_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')  # what a JSON string escapes (ledger.store.hashing's rule)
-# a step text whose first member is a plain "action" string and whose second is "evidence_ids"
-_EVIDENCE_SECOND = re.compile(r'\{"action":"[^"\\\x00-\x1f]*","evidence_ids":')
+_ACTION_HEAD = '{"action":"'
+_EVIDENCE_AFTER_ACTION = '","evidence_ids":'
+
+
+def _plain(text: str) -> bool:
+    """True when ``text`` needs no JSON escape: no quote, backslash or character below U+0020
+    (:mod:`ledger.store.hashing`'s rule), tested as two ``in`` (memchr) and ``str.isprintable``, which
+    is False for every character below U+0020 (and for some that need no escape: False decides
+    nothing, the caller's exact path does)."""
+    return '"' not in text and "\\" not in text and text.isprintable()
 
 
 def _where(entry: EntryRow | StepRow) -> dict[str, Any]:
@@ -59,12 +65,17 @@ def _where(entry: EntryRow | StepRow) -> dict[str, Any]:
     return {"global_seq": entry.global_seq, "stream_seq": entry.stream_seq, "entry_kind": entry.kind}
 
 
-def _entry_hash(submission_id: str, entry: EntryRow, payload_hash: str) -> str:
+def _entry_hash(submission_id: str, entry: EntryRow, payload_hash: str, hashes_plain: bool = False) -> str:
     """:func:`ledger.store.hashing.entry_hash` of the entry with ``payload_hash``: the same text,
-    built at once when no field needs a JSON escape (one test for the four text fields; the payload
-    hash is a recomputed hex digest), else by the ledger's function."""
+    built at once when no field needs a JSON escape, else by the ledger's function. The payload hash
+    is a recomputed hex digest; ``hashes_plain``: the caller found ``submission_id`` and the entry's
+    ``prev_hash`` equal to hex digests it recomputed (then they are not tested again)."""
     seq, version, kind, prev = entry.stream_seq, entry.engine_version, entry.kind, entry.prev_hash
-    if type(seq) is not int or _NEEDS_ESCAPE.search(version + kind + prev + submission_id) is not None:
+    if (
+        type(seq) is not int
+        or not _plain(version + kind)
+        or not (hashes_plain or _plain(prev + submission_id))
+    ):
         return entry_hash(submission_id, seq, kind, payload_hash, prev, version)
     text = (
         f'{{"engine_version":"{version}","kind":"{kind}","payload_hash":"{payload_hash}",'
@@ -77,18 +88,23 @@ def _evidence_ids_written(text: str, evidence_ids: Any) -> bool:
     """True when ``text`` holds ``evidence_ids`` (a list of strings none of which needs a JSON escape)
     written as its canonical form writes it, as the top-level member right after a plain ``action``
     string (the steps the engine writes); False decides nothing (the general path does)."""
-    head = _EVIDENCE_SECOND.match(text)
-    if head is None or type(evidence_ids) is not list or not evidence_ids:
+    if not text.startswith(_ACTION_HEAD) or type(evidence_ids) is not list or not evidence_ids:
+        return False
+    action_end = text.find('"', len(_ACTION_HEAD))  # a plain action string ends at its first quote
+    if action_end < 0 or not _plain(text[len(_ACTION_HEAD) : action_end]):
+        return False
+    if not text.startswith(_EVIDENCE_AFTER_ACTION, action_end):
         return False
     try:
-        plain = _NEEDS_ESCAPE.search("".join(evidence_ids)) is None  # no element holds a quote
+        plain = _plain("".join(evidence_ids))  # no element holds a quote
     except TypeError:  # an element that is not a string
         return False
     if not plain:
         return False
     written = '["' + '","'.join(evidence_ids) + '"]'
-    end = head.end() + len(written)
-    return text.startswith(written, head.end()) and text[end : end + 1] in (",", "}")
+    start = action_end + len(_EVIDENCE_AFTER_ACTION)
+    end = start + len(written)
+    return text.startswith(written, start) and text[end : end + 1] in (",", "}")
 
 
 def _header_text(group: SubmissionGroup) -> tuple[str, dict[str, Any]] | None:
@@ -105,7 +121,7 @@ def _header_text(group: SubmissionGroup) -> tuple[str, dict[str, Any]] | None:
         return None
     bundle, key, market, status = group.bundle_id, group.idempotency_key, group.market_id, group.status
     fields = [key, status] + [text for text in (bundle, market) if text is not None]
-    if any(type(text) is not str for text in fields) or _NEEDS_ESCAPE.search("".join(fields)):
+    if any(type(text) is not str for text in fields) or not _plain("".join(fields)):
         return None
     text = (
         "{"
@@ -127,6 +143,7 @@ class _Checker(RootChecks):
         self.payloads: dict[str, Any] = {}
         self.pieces: dict[str, Any] = {}
         self.step_entries = 0  # trace.step entries seen by entries()
+        self.id_recomputed = False  # the submission id equals the header hash recomputed by header()
         self.market_id = group.market_id
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
@@ -147,6 +164,7 @@ class _Checker(RootChecks):
         fast = _header_text(group)
         if fast is not None and text_sha256(fast[0]) == group.submission_id:
             self.payloads["input_hashes"] = fast[1]
+            self.id_recomputed = True
             return
         try:  # the general path decides anything else (and names what is wrong)
             input_hashes = json.loads(group.input_hashes_canonical)
@@ -162,7 +180,8 @@ class _Checker(RootChecks):
             self.report("submission_header_invalid", f"input_hashes are not a JSON object: {exc}")
             return
         self.payloads["input_hashes"] = input_hashes
-        if recomputed != group.submission_id:
+        self.id_recomputed = recomputed == group.submission_id
+        if not self.id_recomputed:
             self.report(
                 "submission_id_mismatch",
                 "the submission row's committed columns do not hash to its submission_id",
@@ -171,6 +190,7 @@ class _Checker(RootChecks):
 
     def entries(self) -> None:
         group, previous = self.group, GENESIS_PREV_HASH
+        recomputed_previous = GENESIS_PREV_HASH  # the previous entry's recomputed entry_hash
         for expected_seq, entry in enumerate(group.entries, start=1):
             if entry.stream_seq != expected_seq:
                 self.report(
@@ -178,13 +198,16 @@ class _Checker(RootChecks):
                     f"stream_seq {expected_seq} expected, found {entry.stream_seq}",
                     **_where(entry),
                 )
-            self.entry(entry, previous)
+            recomputed_previous = self.entry(entry, previous, recomputed_previous)
             previous = entry.entry_hash
         self.structure()
 
-    def entry(self, entry: EntryRow, previous: str) -> None:
+    def entry(self, entry: EntryRow, previous: str, recomputed_previous: str) -> str:
+        """Check one entry (``previous``: the stored entry_hash before it); returns its recomputed
+        entry_hash. ``recomputed_previous`` (a hex digest) proves the prev_hash equal to it plain."""
         recomputed_payload = text_sha256(entry.payload_canonical)
-        recomputed_entry = _entry_hash(self.group.submission_id, entry, recomputed_payload)
+        hashes_plain = self.id_recomputed and entry.prev_hash == recomputed_previous
+        recomputed_entry = _entry_hash(self.group.submission_id, entry, recomputed_payload, hashes_plain)
         if recomputed_payload == entry.payload_hash and recomputed_entry == entry.entry_hash:
             if self.verified is not None:  # the transparency log's leaf input, proven from the content
                 self.verified.append((entry.global_seq, recomputed_entry))
@@ -222,8 +245,9 @@ class _Checker(RootChecks):
             )
         if entry.kind == "trace.step":
             self.step_entries += 1  # its payload is compared with its step body in steps()
-            return
-        self.parse_payload(entry)
+        else:
+            self.parse_payload(entry)
+        return recomputed_entry
 
     def parse_payload(self, entry: EntryRow | StepRow) -> Any:
         """Parse a payload, report it if it is not canonical JSON; returns it (None if not JSON).
@@ -294,7 +318,7 @@ class _Checker(RootChecks):
                     f"step_index {position} expected, found {row.step_index}",
                     step_index=row.step_index,
                 )
-            committed = self.committed_step(row)
+            committed = self.committed_step(row, self.step_leaves[position])
             header_hash = (
                 header_hashes[position]
                 if isinstance(header_hashes, list) and position < len(header_hashes)
@@ -320,11 +344,16 @@ class _Checker(RootChecks):
             )
         return broken
 
-    def committed_step(self, row: StepRow) -> dict[str, Any]:
+    def committed_step(self, row: StepRow, text_hash: str) -> dict[str, Any]:
         """The row's trace.step payload: compared as exact text with what the append path writes for
-        the row's step columns (the common case, no parsing), else parsed and checked."""
+        the row's step columns (the common case, no parsing), else parsed and checked. ``text_hash``
+        (the recomputed hash of its text) proves a step_hash equal to it plain."""
         step_hash, step_id, step_type = row.step_hash, row.step_id, row.step_type
-        if type(row.step_index) is int and _NEEDS_ESCAPE.search(step_hash + step_id + step_type) is None:
+        if (
+            type(row.step_index) is int
+            and (step_hash == text_hash or _plain(step_hash))
+            and _plain(step_id + step_type)
+        ):
             expected = (  # the same text as below, with no field to escape
                 f'{{"step_hash":"{step_hash}","step_id":"{step_id}",'
                 f'"step_index":{row.step_index},"step_type":"{step_type}"}}'

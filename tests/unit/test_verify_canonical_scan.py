@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +179,28 @@ def test_views_refuse_what_they_cannot_decide() -> None:
     keep = VIEWS["audit.completed"]
     for text in ['{"roots":null}', '{"b":1,"a":2}', "[1]", '{"roots":{"a":1 }}', '{"trace":{"x":"\\u0001"}}']:
         assert view_object(text, keep) is None and view_canonical(text, keep, split=False) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        ('{"ab":1,"b":2}', True),
+        ('{"b":1,"ab":2}', False),
+        ('{"aa":1,"ab":2}', True),
+        ('{"ab":1,"aa":2}', False),
+        ('{"a":1,"ab":2}', True),
+        ('{"ab":1,"a":2}', False),
+        ('{"":1,"":2}', False),
+        ('{"~":1,"é":2}', True),
+    ],
+)
+def test_key_order_decided_at_the_first_character_or_after(text: str, accepted: bool) -> None:
+    assert is_canonical(text) is accepted
+    assert _reference(text) is accepted
+
+
+@pytest.mark.parametrize(
+    ("token", "accepted"), [("2.5", True), ("2.50", False), ("1e-05", True), ("1e-5", False)]
+)
+def test_float_tokens_decided_again_when_remembered(token: str, accepted: bool) -> None:
+    assert [is_canonical(f"[{token}]") for _ in range(2)] == [accepted, accepted]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
 from ledger.verify.canonical_form import MISSING, cournot_root_hex, top_level_value
-from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text
+from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text, _plain
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup, steps_of
 
 
@@ -44,6 +47,31 @@ def test_cournot_root_hex_refuses_what_the_engine_refuses() -> None:
 def test_entry_hash_built_at_once_is_the_ledger_entry_hash(kind: str, version: str, prev: str) -> None:
     entry = EntryRow(5, _hex(1), 3, kind, _hex(2), prev, _hex(3), version, "{}")
     assert _entry_hash(_hex(1), entry, _hex(2)) == entry_hash(_hex(1), 3, kind, _hex(2), prev, version)
+
+
+@pytest.mark.parametrize("kind", ["trace.step", 'we"ird', "v\\1\n"])
+def test_entry_hash_with_hashes_proven_plain_is_the_ledger_entry_hash(kind: str) -> None:
+    entry = EntryRow(5, _hex(1), 3, kind, _hex(2), _hex(7), _hex(3), "1.2.3", "{}")
+    assert _entry_hash(_hex(1), entry, _hex(2), True) == entry_hash(
+        _hex(1), 3, kind, _hex(2), _hex(7), "1.2.3"
+    )
+
+
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what a JSON string escapes (ledger.store.hashing's rule)
+
+
+@given(st.text())
+@example('a"b')
+@example("a\\b")
+@example("\x00")
+@example("\x1f")
+@example("\ud800")
+@example("\x7f\xa0\u2028")
+def test_plain_text_needs_no_escape(text: str) -> None:
+    if _plain(text):  # True only when nothing in it is escaped; False decides nothing
+        assert _ESCAPED.search(text) is None
+    if text.isascii() and _ESCAPED.search(text) is None and "\x7f" not in text:
+        assert _plain(text)  # the ledger's own texts take the fast path
 
 
 def _group(input_hashes: str, **fields: str | None) -> SubmissionGroup:

@@ -22,7 +22,10 @@ def _to_utc(value: datetime) -> datetime:
     # pydantic's parsed offset (TzInfo) always has a utcoffset: the check, a slow call, is skipped.
     if type(zone) is not TzInfo and (zone is None or value.utcoffset() is None):
         raise ValueError("timestamp has no time zone; send UTC with a 'Z' suffix or an explicit offset")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: its UTC instant is before year 1
+        raise ValueError("timestamp is out of range once converted to UTC (years 1-9999)") from None
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]

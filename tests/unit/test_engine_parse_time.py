@@ -20,7 +20,10 @@ def _reference(value: str) -> datetime | None:
         return None
     if parsed.tzinfo is None or parsed.utcoffset() is None:
         return None
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # no UTC instant in years 1..9999: not a time
+        return None
 
 
 TIMES = [
@@ -55,3 +58,28 @@ def test_parse_time_matches_the_reference_on_mutated_strings(
 ) -> None:
     for text in (prefix + base, base[:at] + infix + base[at:], infix + base[at:]):
         assert parse_time(text) == _reference(text), text
+
+
+def test_a_time_whose_utc_instant_is_out_of_range_is_not_a_time() -> None:
+    """A hostile edge offset in an evidence value must not raise (the audit would fail and the bundle
+    be dead-lettered); like any other string that names no UTC instant it is not a time."""
+    assert parse_time("0001-01-01T00:00:00+01:00") is None
+    assert parse_time("9999-12-31T23:30:00-01:00") is None
+    assert parse_time("0001-01-01T01:00:00+01:00") == datetime(1, 1, 1, tzinfo=UTC)
+
+
+def test_a_bundle_with_such_a_time_in_an_evidence_value_is_audited() -> None:
+    import json
+    from pathlib import Path
+
+    from engine.envelope import decode_envelope, wrap_inputs
+    from engine.pipeline import run_pipeline
+
+    doc = json.loads(
+        (Path(__file__).resolve().parents[2] / "samples/corpus/01_clean_threshold.json").read_text()
+    )
+    item = doc["evidence_bundle"]["items"][0]
+    item["parsed_value"]["timestamp"] = item["extracted_fields"]["timestamp"] = "0001-01-01T00:00:00+01:00"
+    decoded = decode_envelope(json.dumps(wrap_inputs(doc["prompt_spec"], doc["evidence_bundle"])).encode())
+    result = run_pipeline(decoded.envelope.prompt_spec, decoded.envelope.evidence_bundle)
+    assert result.verdict.outcome == "YES"

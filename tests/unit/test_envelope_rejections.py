@@ -137,6 +137,19 @@ def test_an_unexpected_decoder_error_is_dead_lettered_not_a_stopped_consumer(mon
     assert "RecursionError" in outcome.error.message
 
 
+def test_a_timestamp_out_of_range_in_utc_is_a_field_rejection_not_a_decoder_error() -> None:
+    """``0001-01-01T00:00:00+01:00`` is a valid ISO timestamp whose UTC instant is before year 1:
+    refused as invalid input naming the field, like any other bad value, not dead-lettered as a
+    decoder failure."""
+    spec = json.loads(json.dumps(SAMPLE["prompt_spec"]))
+    spec["market"]["resolution_deadline"] = "0001-01-01T00:00:00+01:00"
+    outcome = process(json.dumps(wrap_inputs(spec, SAMPLE["evidence_bundle"])).encode())
+    assert isinstance(outcome, Rejection)
+    assert outcome.error.reason != Reason.AUDIT_FAILED
+    assert outcome.error.path.endswith("resolution_deadline")
+    assert "out of range once converted to UTC" in outcome.error.message
+
+
 def test_tombstone_is_rejected() -> None:
     outcome = process(None)
     assert isinstance(outcome, Rejection)

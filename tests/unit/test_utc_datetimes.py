@@ -74,3 +74,27 @@ def test_parsed_timestamps_normalise_or_fail_as_before(text: str) -> None:
         return
     parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     assert window.start == parsed and window.start.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0001-01-01T00:00:00+01:00",
+        "0001-01-01T00:59:59+01:00",
+        "9999-12-31T23:00:00-01:00",
+        "9999-12-31T23:59:59-00:01",
+    ],
+)
+def test_a_timestamp_whose_utc_instant_is_out_of_range_is_a_validation_error(text: str) -> None:
+    """A hostile edge offset must be a field error (a rejection naming the field), not a raw
+    OverflowError from ``astimezone`` that the consumer could only report as a decoder bug."""
+    with pytest.raises(ValidationError) as caught:
+        ResolutionWindow.model_validate({"start": text, "end": "2026-01-02T00:00:00Z"})
+    assert "out of range once converted to UTC" in str(caught.value)
+    assert caught.value.errors()[0]["loc"] == ("start",)
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T01:00:00+01:00", "9999-12-31T22:00:00-01:00"])
+def test_edge_timestamps_that_stay_in_range_are_accepted(text: str) -> None:
+    window = ResolutionWindow.model_validate({"start": text, "end": "9999-12-31T23:59:59Z"})
+    assert window.start == datetime.fromisoformat(text) and window.start.tzinfo is UTC

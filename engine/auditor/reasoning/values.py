@@ -109,7 +109,10 @@ def parse_time(value: object) -> datetime | None:
             return None
         if parsed.tzinfo is None or parsed.utcoffset() is None:
             return None
-        return parsed.astimezone(UTC)
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: no UTC instant in years 1..9999
+            return None
     if not is_finite_number(value):
         return None
     assert isinstance(value, (int, float))

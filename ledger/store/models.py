@@ -128,6 +128,8 @@ class Entry(Base):
         CheckConstraint(STEP_COLUMNS_CHECK, name="step_columns"),
         CheckConstraint("step_index >= 0", name="step_index_nonnegative"),
         CheckConstraint(hex32_check("step_hash"), name="step_hash_hex"),
+        # revision 0010: rows up to 8,160 bytes stay inline and uncompressed (no pglz on the append path)
+        {"postgresql_with": {"toast_tuple_target": "8160"}},
     )
 
     global_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)

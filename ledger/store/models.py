@@ -105,7 +105,9 @@ class Entry(Base):
     of them. No foreign keys on them: the append writes the body with its entry in one row.
 
     Since revision 0009 the payload is stored once, as ``payload_canonical`` (the hashed text); the
-    views of schema ``ledger`` expose ``payload`` as jsonb parsed on read. That every entry names a
+    views of schema ``ledger`` expose ``payload`` as jsonb parsed on read. Since revision 0010 a server
+    without lz4 keeps rows up to 8,160 bytes inline and uncompressed (``toast_tuple_target``, set by
+    the migration only: no pglz on the append path). That every entry names a
     stored submission is checked once per INSERT/COPY statement by the trigger
     ``entries_submission_exists`` (not modelled here), not by a per-row foreign key.
     """
@@ -128,8 +130,6 @@ class Entry(Base):
         CheckConstraint(STEP_COLUMNS_CHECK, name="step_columns"),
         CheckConstraint("step_index >= 0", name="step_index_nonnegative"),
         CheckConstraint(hex32_check("step_hash"), name="step_hash_hex"),
-        # revision 0010: rows up to 8,160 bytes stay inline and uncompressed (no pglz on the append path)
-        {"postgresql_with": {"toast_tuple_target": "8160"}},
     )
 
     global_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)

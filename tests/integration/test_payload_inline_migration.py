@@ -106,7 +106,9 @@ def test_down_and_up_on_a_ledger_written_before_keeps_every_row(migrated_databas
         assert store.append(rejected("big-1", b"x" * 9000)).status == "created"
     new_middle = _compressed(url, f"{MIDDLE} AND global_seq >= {first_new}")
     assert new_middle and set(new_middle) == ({"lz4"} if lz4 else {None})  # without lz4: as they are
-    assert _compressed(url, f"octet_length(payload_canonical) > 9000 AND global_seq >= {first_new}") == [method]
+    assert _compressed(url, f"octet_length(payload_canonical) > 9000 AND global_seq >= {first_new}") == [
+        method
+    ]
     after = _snapshot(url)
     assert after["raw"][: len(before["raw"])] == before["raw"]
     _verify_and_replay(url, len(stored) + 1)

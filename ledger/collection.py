@@ -31,14 +31,20 @@ pages are the same kind of load, measured 4–6 % less CPU per step with it):
     :func:`tuned_gc` keeps automatic collection on (cyclic garbage is still collected, memory stays
     bounded) but (1) moves the objects that exist once start-up is over into the permanent generation
     (``gc.freeze``), so no collection walks the imported modules again, and (2) collects the young
-    generation only after 500,000 net allocations instead of 700 (the middle one every 100 young
+    generation only after 1,000,000 net allocations instead of 700 (the middle one every 100 young
     collections instead of 10, the oldest every 100 middle ones instead of 10). The young count is
-    allocations minus deallocations, and a committed batch gives its objects back, so the batches in
-    flight (a few hundred tracked objects per bundle, three batches of 500 at most by default) rarely
-    reach it: on a backlog the consumer then runs no collection at all, measured. What still triggers
-    one is net growth: cyclic garbage, which records rarely make (a few hundred cyclic objects over
-    thousands of records, measured), or larger batches; either way at most 500,000 objects wait for
-    the next collection. Nothing about the ledger depends on when collection runs.
+    allocations minus deallocations, and a committed batch gives its objects back, so what it
+    measures is the batches in flight: about 290 tracked objects per audited and prepared bundle
+    (measured on the corpus), three batches of 500 at most by default (``max_in_flight`` 2 plus the
+    one being audited), so a peak of about 450,000 plus the fetched records. At 500,000, the
+    earlier threshold, those peaks still crossed it about once per 4,000–6,000 bundles on a
+    backlog, and that young collection walked every live object of the batches: 186–211 ms of CPU,
+    sometimes inside the append lock (which the other consumers then wait for); at 1,000,000 the
+    same runs made none (``bench/bench_end_to_end.py --bundles 6000 --phases 1,2``, collections
+    counted through ``gc.callbacks``). What still triggers one is net growth: cyclic garbage, which
+    records rarely make (about 0.4 tracked objects per bundle, measured), or batches configured
+    larger; either way at most 1,000,000 objects (on the order of 100 MB) wait for the next
+    collection. Nothing about the ledger depends on when collection runs.
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def fewer_collections() -> Iterator[None]:
                 gc.set_threshold(*_Held.saved)
 
 
-THRESHOLDS = (500_000, 100, 100)
+THRESHOLDS = (1_000_000, 100, 100)
 """``gc.set_threshold`` while consuming: young, middle, old (CPython's defaults: 700, 10, 10)."""
 
 

@@ -28,6 +28,16 @@ def query(
         return conn.execute(statement, params).fetchall()
 
 
+def server_has_lz4(database_url: str) -> bool:
+    """Whether the server behind ``database_url`` was built with lz4 (TOAST compression)."""
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        try:
+            conn.execute("SET default_toast_compression = 'lz4'")
+        except psycopg.errors.InvalidParameterValue:
+            return False
+    return True
+
+
 def tamper(database_url: str, statement: str, params: dict[str, Any] | None = None) -> int:
     """Run ``statement`` as the superuser with triggers bypassed; returns the rows it changed."""
     with psycopg.connect(libpq_url(database_url)) as conn:

@@ -11,13 +11,11 @@ and ``ledger replay`` pass throughout.
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 
-from ledger.connect import libpq_url
 from ledger.migration import current_revision, downgrade, upgrade
 from ledger.store.ledger_store import LedgerStore
-from tests.helpers.database import query
+from tests.helpers.database import query, server_has_lz4
 from tests.helpers.ledger_factories import rejected
 from tests.helpers.replay import build_ledger, corpus_drafts, ledger_json
 from tests.helpers.services import PgServer, ServiceStack, postgres_kinds
@@ -39,15 +37,6 @@ INLINE = ["toast_tuple_target=8160"]
 def pg_server(request: pytest.FixtureRequest, service_stack: ServiceStack) -> PgServer:
     """Overrides the plugin's pg_server: the embedded server (no lz4) and the environment's."""
     return service_stack.postgres(request.param)
-
-
-def _server_has_lz4(url: str) -> bool:
-    with psycopg.connect(libpq_url(url)) as conn:
-        try:
-            conn.execute("SET default_toast_compression = 'lz4'")
-        except psycopg.errors.InvalidParameterValue:
-            return False
-    return True
 
 
 def _snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
@@ -82,7 +71,7 @@ def _verify_and_replay(url: str, submissions: int) -> None:
 
 def test_down_and_up_on_a_ledger_written_before_keeps_every_row(migrated_database_url: str) -> None:
     url = migrated_database_url
-    lz4 = _server_has_lz4(url)
+    lz4 = server_has_lz4(url)
     method = "lz4" if lz4 else "pglz"
     downgrade(url, "0009")  # written by the schema before revision 0010
     stored = build_ledger(url, limit=6)

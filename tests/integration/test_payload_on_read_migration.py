@@ -15,7 +15,7 @@ import pytest
 from ledger.connect import libpq_url
 from ledger.migration import current_revision, downgrade, upgrade
 from ledger.store.ledger_store import LedgerStore
-from tests.helpers.database import query
+from tests.helpers.database import query, server_has_lz4
 from tests.helpers.ledger_factories import audited, rejected
 from tests.helpers.replay import build_ledger, corpus_drafts, ledger_json
 
@@ -75,15 +75,6 @@ def _compression(url: str) -> str:
     return str(method)
 
 
-def _server_has_lz4(url: str) -> bool:
-    with psycopg.connect(libpq_url(url)) as conn:
-        try:
-            conn.execute("SET default_toast_compression = 'lz4'")
-        except psycopg.errors.InvalidParameterValue:
-            return False
-    return True
-
-
 def _orphan_insert(url: str, *, copy: bool) -> None:
     """As ``ledger_writer``: one good entry (a follow-up on a stored chain) and one naming no submission."""
     [(seq, submission_id, stream_seq)] = query(
@@ -122,7 +113,7 @@ def test_down_and_up_on_a_ledger_written_before_keeps_every_row_and_view(migrate
     assert current_revision(url) == "0009"
     assert "payload" not in {name for name, _ in _columns(url, "ledger_store", "entries")}
     assert not _has_fk(url) and _has_trigger(url)
-    assert _compression(url) == ("l" if _server_has_lz4(url) else "")
+    assert _compression(url) == ("l" if server_has_lz4(url) else "")
     assert _snapshot(url) == before  # same rows, same columns in the same order, payload jsonb
     assert _columns(url, "ledger", "entries")[4] == ("payload", "jsonb")
     for view in ("entries", "audit_results", "verdicts", "rejections", "por_verifications"):

@@ -43,8 +43,9 @@ from ledger.collection import fewer_collections, frozen_heap
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
+from ledger.replay.received import received_identical, received_pieces
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
-from ledger.store.drafts import payload_entries, submission_draft
+from ledger.store.drafts import outcome_entries, payload_entries, submission_draft
 from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
@@ -159,8 +160,18 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
             return None
         decoded = decode_stored_inputs(received, raw)
         result = _pipeline(decoded)
-        entries = payload_entries(decoded, result)  # the draft's three compared entries, no step drafts
-        identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, entries)
+        pieces = received_pieces(decoded, result)
+        if pieces is None:  # the draft's three compared entries, no step drafts
+            entries = payload_entries(decoded, result)
+            identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, entries)
+        else:  # the received payload checked on its bytes; the other two as the draft builds them
+            identical = received_identical(raw, pieces) and whole_run_identical(
+                {_AUDIT: case.audit, _VERDICT: case.verdict},
+                case.step_hashes,
+                case.step_texts,
+                result,
+                outcome_entries(result),
+            )
     except Exception:  # whatever fails here, the exact path fails the same way and says why
         return None
     return result if identical else None

@@ -44,6 +44,7 @@ from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.received import received_identical, received_pieces
+from ledger.replay.results import ResultsTree
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import outcome_entries, payload_entries, submission_draft
 from ledger.store.hashing import canonical_text
@@ -256,7 +257,7 @@ class ReplayReport:
     jobs: int = 1
     results: list[SubmissionReplay] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    frontier: Frontier = field(default_factory=Frontier)
+    tree: ResultsTree = field(default_factory=ResultsTree)
     first_seq: int | None = None
     last_seq: int | None = None
     recorded: dict[str, Any] | None = None
@@ -278,6 +279,11 @@ class ReplayReport:
         return self.reasoning_counts["diverged"] > 0 or self.reasoning_counts["error"] > 0
 
     @property
+    def frontier(self) -> Frontier:
+        """The tree over every outcome's :meth:`SubmissionReplay.leaf`, in ledger order."""
+        return self.tree.frontier()
+
+    @property
     def results_root(self) -> str:
         """RFC 6962 root over every outcome's :meth:`SubmissionReplay.leaf`, in ledger order."""
         return "0x" + self.frontier.root().hex()
@@ -289,7 +295,7 @@ class ReplayReport:
         self.steps_by_status[item.status] += item.steps
         for reasoning in item.reasoning:
             self.reasoning_counts[reasoning.status] += 1
-        self.frontier = self.frontier.append(leaf_hash(item.leaf()))
+        self.tree.append(leaf_hash(item.leaf()))
         self.first_seq = item.first_seq if self.first_seq is None else self.first_seq
         self.last_seq = item.first_seq
         if keep_identical or item.status != "identical" or item.failed:
@@ -312,7 +318,7 @@ class ReplayReport:
             "steps_per_second": round(rate, 1),
             "jobs": self.jobs,
             "results_root": self.results_root,
-            "results_count": self.frontier.size,
+            "results_count": self.tree.size,
         }
 
     def to_json(self) -> dict[str, Any]:

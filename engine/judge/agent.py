@@ -13,6 +13,7 @@ order, and ``metadata`` holds only values derived from the inputs (no clock, no 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from engine.commitments import InputCommitments, commit_inputs
@@ -26,6 +27,7 @@ from engine.schemas import (
     EvidenceBundle,
     PromptSpec,
     ReasoningTrace,
+    TracePolicy,
     VerificationResult,
 )
 from engine.schemas.trusted import trusted
@@ -65,11 +67,51 @@ def _metadata(
         "step_count": len(trace.steps),
         "strict_mode": prompt_spec.extra.get("strict_mode") is True,
         "trace_id": trace.trace_id,
-        "trace_policy": trace.policy.model_dump(mode="json", exclude_none=True),
+        "trace_policy": _policy_dump(trace.policy),
     }
     if decision.source is not None:
         metadata["evaluation_step_id"] = decision.source.step_id
     return metadata
+
+
+_POLICY_FIELDS: tuple[str, ...] = tuple(TracePolicy.model_fields)
+
+
+def _policy_dump(policy: TracePolicy) -> dict[str, Any]:
+    """``policy.model_dump(mode="json", exclude_none=True)``, read from the model's fields when every
+    value is one that dump returns as it is: an exact ``TracePolicy`` whose fields are exact ``str``,
+    ``int`` or ``bool`` and whose ``extra`` is an exact dict of ``str`` keys and ``str``, ``int``,
+    ``bool``, finite ``float`` or ``None`` values (the auditor's policy always is; a fresh dict, as
+    the dump makes). Anything else (nested values, a non-finite float, a subclass) is dumped by pydantic.
+    """
+    if type(policy) is TracePolicy:
+        data: dict[str, Any] = policy.__dict__
+        out: dict[str, Any] = {}
+        for name in _POLICY_FIELDS:
+            value: Any = data.get(name)
+            kind = type(value)
+            if kind is str or kind is int or kind is bool:
+                out[name] = value
+            elif name == "extra" and kind is dict and _plain_extra(value):
+                out[name] = dict(value)
+            else:
+                return policy.model_dump(mode="json", exclude_none=True)
+        return out
+    return policy.model_dump(mode="json", exclude_none=True)
+
+
+def _plain_extra(extra: dict[Any, Any]) -> bool:
+    for key, value in extra.items():
+        if type(key) is not str:
+            return False
+        kind = type(value)
+        if kind is float:
+            number: float = value
+            if not math.isfinite(number):
+                return False
+        elif not (kind is str or kind is int or kind is bool or value is None):
+            return False
+    return True
 
 
 class JudgeAgent:

@@ -43,8 +43,10 @@ from ledger.collection import fewer_collections, frozen_heap
 from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
+from ledger.replay.received import received_identical, received_pieces
+from ledger.replay.results import ResultsTree
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
-from ledger.store.drafts import payload_entries, submission_draft
+from ledger.store.drafts import outcome_entries, payload_entries, submission_draft
 from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
@@ -159,8 +161,18 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
             return None
         decoded = decode_stored_inputs(received, raw)
         result = _pipeline(decoded)
-        entries = payload_entries(decoded, result)  # the draft's three compared entries, no step drafts
-        identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, entries)
+        pieces = received_pieces(decoded, result)
+        if pieces is None:  # the draft's three compared entries, no step drafts
+            entries = payload_entries(decoded, result)
+            identical = whole_run_identical(texts, case.step_hashes, case.step_texts, result, entries)
+        else:  # the received payload checked on its bytes; the other two as the draft builds them
+            identical = received_identical(raw, pieces) and whole_run_identical(
+                {_AUDIT: case.audit, _VERDICT: case.verdict},
+                case.step_hashes,
+                case.step_texts,
+                result,
+                outcome_entries(result),
+            )
     except Exception:  # whatever fails here, the exact path fails the same way and says why
         return None
     return result if identical else None
@@ -245,7 +257,7 @@ class ReplayReport:
     jobs: int = 1
     results: list[SubmissionReplay] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    frontier: Frontier = field(default_factory=Frontier)
+    tree: ResultsTree = field(default_factory=ResultsTree)
     first_seq: int | None = None
     last_seq: int | None = None
     recorded: dict[str, Any] | None = None
@@ -267,6 +279,11 @@ class ReplayReport:
         return self.reasoning_counts["diverged"] > 0 or self.reasoning_counts["error"] > 0
 
     @property
+    def frontier(self) -> Frontier:
+        """The tree over every outcome's :meth:`SubmissionReplay.leaf`, in ledger order."""
+        return self.tree.frontier()
+
+    @property
     def results_root(self) -> str:
         """RFC 6962 root over every outcome's :meth:`SubmissionReplay.leaf`, in ledger order."""
         return "0x" + self.frontier.root().hex()
@@ -278,7 +295,7 @@ class ReplayReport:
         self.steps_by_status[item.status] += item.steps
         for reasoning in item.reasoning:
             self.reasoning_counts[reasoning.status] += 1
-        self.frontier = self.frontier.append(leaf_hash(item.leaf()))
+        self.tree.append(leaf_hash(item.leaf()))
         self.first_seq = item.first_seq if self.first_seq is None else self.first_seq
         self.last_seq = item.first_seq
         if keep_identical or item.status != "identical" or item.failed:
@@ -301,7 +318,7 @@ class ReplayReport:
             "steps_per_second": round(rate, 1),
             "jobs": self.jobs,
             "results_root": self.results_root,
-            "results_count": self.frontier.size,
+            "results_count": self.tree.size,
         }
 
     def to_json(self) -> dict[str, Any]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the verifier's modules load only where a reasoning entry is
 __all__ = [
     "audit_envelope",
     "committed_reasoning_result",
+    "outcome_entries",
     "payload_entries",
     "reasoning_not_applicable_entry",
     "reasoning_result_entry",
@@ -196,6 +197,18 @@ def payload_entries(
         "schema_version": envelope.schema_version,
         "event_id": envelope.event_id,
     }
+    audited, verdict = outcome_entries(result)
+    return (
+        new_entry_draft("submission.received", received, _received_canonical(received, decoded, result)),
+        audited,
+        verdict,
+    )
+
+
+def outcome_entries(result: PipelineResult) -> tuple[EntryDraft, EntryDraft]:
+    """The ``audit.completed`` and ``verdict.issued`` entries of :func:`payload_entries` (they
+    depend on the pipeline's result alone)."""
+    roots = result.roots
     trace = result.trace
     trace_header = {
         "trace_id": trace.trace_id,
@@ -204,7 +217,6 @@ def payload_entries(
         "step_hashes": result.step_hashes,
     }
     return (
-        new_entry_draft("submission.received", received, _received_canonical(received, decoded, result)),
         new_entry_draft(
             "audit.completed",
             audit_payload(

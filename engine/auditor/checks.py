@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from engine.schemas import CheckResult
-from engine.schemas.trusted import trusted_check
+from engine.schemas.trusted import FAILED_TEMPLATE, PASSED_TEMPLATE, WARNING_TEMPLATE, trusted_check_from
 
 __all__ = ["failed", "passed", "warning"]
 
@@ -24,14 +24,14 @@ module dict on every call (the class is imported from an interpreted module)."""
 
 def passed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.passed``: a passing check (severity info)."""
-    return trusted_check(_CHECK_RESULT, check_id, True, "info", message, details)
+    return trusted_check_from(PASSED_TEMPLATE, _CHECK_RESULT, check_id, message, details)
 
 
 def warning(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.warning``: a passing check that deserves attention (severity warn)."""
-    return trusted_check(_CHECK_RESULT, check_id, True, "warn", message, details)
+    return trusted_check_from(WARNING_TEMPLATE, _CHECK_RESULT, check_id, message, details)
 
 
 def failed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.failed``: a failing check (severity error)."""
-    return trusted_check(_CHECK_RESULT, check_id, False, "error", message, details)
+    return trusted_check_from(FAILED_TEMPLATE, _CHECK_RESULT, check_id, message, details)

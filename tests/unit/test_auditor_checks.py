@@ -56,3 +56,27 @@ def test_step_ids_and_unique() -> None:
     assert _unique(values) == list(dict.fromkeys(values))
     assert _unique(iter(values)) == ["b", "a", 3, "c"]
     assert _unique([]) == []
+
+
+def test_shared_fields_set_never_changes() -> None:
+    """Built checks share one ``model_fields_set`` naming every field; nothing pydantic does to a
+    check (assignment, copies with updates, dumps) changes it for the others."""
+    first = checks.passed("a.check", "one")
+    second = checks.failed("b.check", "two", {"x": 1})
+    third = CheckResult.warning("c.check", "three")
+    every = set(CheckResult.model_fields)
+    assert first.model_fields_set == second.model_fields_set == third.model_fields_set == every
+    first.ok = False
+    first.message = "changed"
+    copied = second.model_copy(update={"message": "copied"})
+    copied.model_fields_set.discard("message")
+    assert second.model_fields_set == third.model_fields_set == first.model_fields_set == every
+    assert first.model_dump(exclude_unset=True) == {
+        "check_id": "a.check",
+        "ok": False,
+        "severity": "info",
+        "message": "changed",
+        "details": {},
+    }
+    assert second.model_dump(exclude_unset=True)["details"] == {"x": 1}
+    assert first.details is not third.details  # each check holds its own details dict

@@ -21,6 +21,7 @@ __all__ = [
     "trusted",
     "trusted_check",
     "trusted_check_from",
+    "trusted_check_taking",
     "trusted_step",
 ]
 
@@ -194,5 +195,20 @@ def trusted_check_from(
     data["check_id"] = check_id
     data["message"] = message
     data["details"] = dict(details) if details else {}
+    check: M = instance_from_state(cls, data, _CHECK_FIELDS_SET)
+    return check
+
+
+def trusted_check_taking(
+    template: dict[str, Any], cls: type[M], check_id: Any, message: Any, details: Any
+) -> M:
+    """:func:`trusted_check_from` that keeps ``details`` itself instead of a copy: for a dict the
+    caller made for this check and hands over (nobody else holds it)."""
+    if not (type(check_id) is str and check_id and type(message) is str and type(details) is dict):
+        return trusted_check(cls, check_id, template["ok"], template["severity"], message, details)
+    data = template.copy()
+    data["check_id"] = check_id
+    data["message"] = message
+    data["details"] = details
     check: M = instance_from_state(cls, data, _CHECK_FIELDS_SET)
     return check

@@ -80,3 +80,30 @@ def test_shared_fields_set_never_changes() -> None:
     }
     assert second.model_dump(exclude_unset=True)["details"] == {"x": 1}
     assert first.details is not third.details  # each check holds its own details dict
+
+
+@pytest.mark.parametrize(
+    ("name", "severity", "ok"),
+    [("passed", "info", True), ("warning", "warn", True), ("failed", "error", False)],
+)
+@pytest.mark.parametrize(("check_id", "message", "details"), CASES)
+def test_taking_constructor_equals_copying_one(
+    name: str, severity: str, ok: bool, check_id: str, message: str, details: dict[str, Any] | None
+) -> None:
+    handed = dict(details) if details is not None else {}
+    made = getattr(checks, name + "_taking")(check_id, message, handed)
+    reference = getattr(checks, name)(check_id, message, details)
+    assert type(made) is CheckResult
+    assert made == reference
+    assert (made.ok, made.severity) == (ok, severity)
+    assert made.model_fields_set == reference.model_fields_set
+    assert made.model_dump() == reference.model_dump()
+    assert made.details is handed  # held, not copied
+
+
+def test_taking_constructor_still_validates() -> None:
+    for name in ("passed_taking", "warning_taking", "failed_taking"):
+        with pytest.raises(ValidationError):
+            getattr(checks, name)("", "empty check id", {})
+        with pytest.raises(ValidationError):
+            getattr(checks, name)("x.check", "details not a dict", ["a"])

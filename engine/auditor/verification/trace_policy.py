@@ -301,7 +301,7 @@ VERDICT_KEYS: Final = frozenset(VERDICT_ORDER)
 def passing_check(count: int) -> CheckResult:
     """The one check of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
     message = f"{count} step(s) satisfy every trace policy rule"
-    return _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+    return _checks.passed_taking("trace.policy", message, {"rules": list(RULES), "steps": count})
 
 
 def built_step_count(steps: list[Any], limit: Any, known: set[str], sound: bool) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any, Final
 
 __all__ = [
@@ -48,10 +47,24 @@ def is_finite_number(value: object) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
-@lru_cache(maxsize=1024)
+_PATHS: Final[dict[str, tuple[str, ...]]] = {}
+_PATHS_LIMIT: Final = 1024
+_TIME_TEXTS: Final[dict[datetime, str]] = {}
+_TIME_TEXTS_LIMIT: Final = 4096
+"""Memos of :func:`split_path` and :func:`format_time` (pure functions): plain dicts read by
+compiled code, emptied when full. Unlike ``lru_cache`` a hit costs no argument tuple, key tuple or
+recency bookkeeping; equal keys give equal results, as with ``lru_cache``."""
+
+
 def split_path(path: str) -> tuple[str, ...]:
-    """``"data[0].close"`` and ``"data.0.close"`` both become ``("data", "0", "close")``."""
-    return tuple(segment for segment in _INDEX.sub(r".\1", path).split(".") if segment)
+    """``"data[0].close"`` and ``"data.0.close"`` both become ``("data", "0", "close")`` (memoised)."""
+    found = _PATHS.get(path)
+    if found is None:
+        found = tuple(segment for segment in _INDEX.sub(r".\1", path).split(".") if segment)
+        if len(_PATHS) >= _PATHS_LIMIT:
+            _PATHS.clear()
+        _PATHS[path] = found
+    return found
 
 
 def lookup(document: Any, segments: tuple[str, ...]) -> Any:
@@ -126,13 +139,22 @@ def parse_time(value: object) -> datetime | None:
     return None
 
 
-@lru_cache(maxsize=4096)
 def format_time(moment: datetime) -> str:
     """UTC ``Z`` text, with microseconds only when nonzero (as ``engine.canonical.format_datetime_canonical``).
 
-    Cached: equal datetimes (the same instant) have the same UTC text, and the window bounds of a
+    Memoised: equal datetimes (the same instant) have the same UTC text, and the window bounds of a
     market recur in every audit of its bundles.
     """
+    text = _TIME_TEXTS.get(moment)
+    if text is None:
+        text = _format_time(moment)
+        if len(_TIME_TEXTS) >= _TIME_TEXTS_LIMIT:
+            _TIME_TEXTS.clear()
+        _TIME_TEXTS[moment] = text
+    return text
+
+
+def _format_time(moment: datetime) -> str:
     utc = (
         moment
         if moment.tzinfo is UTC

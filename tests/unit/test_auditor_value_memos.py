@@ -1,0 +1,55 @@
+"""The memoised value helpers (``split_path``, ``format_time``) equal their direct computations."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.auditor.reasoning import values
+from engine.auditor.reasoning.values import format_time, split_path
+
+
+def _split_direct(path: str) -> tuple[str, ...]:
+    return tuple(segment for segment in re.sub(r"\[(\d+)\]", r".\1", path).split(".") if segment)
+
+
+def _format_direct(moment: datetime) -> str:
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{utc.microsecond:06d}Z" if utc.microsecond else f"{text}Z"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab.[]01", max_size=12))
+def test_split_path_equals_the_direct_split(path: str) -> None:
+    assert split_path(path) == _split_direct(path)
+    assert split_path(path) == _split_direct(path)  # a memo hit gives the same value
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.datetimes(min_value=datetime(1900, 1, 2), max_value=datetime(2200, 1, 1)),
+    st.sampled_from([None, UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=8))]),
+)
+def test_format_time_equals_the_direct_text(moment: datetime, zone: timezone | None) -> None:
+    value = moment if zone is None else moment.replace(tzinfo=zone)
+    assert format_time(value) == _format_direct(value)
+    assert format_time(value) == _format_direct(value)
+
+
+def test_memos_stay_bounded_and_correct_after_they_fill() -> None:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    for offset in range(values._TIME_TEXTS_LIMIT + 10):
+        moment = start + timedelta(seconds=offset)
+        assert format_time(moment) == _format_direct(moment)
+    assert len(values._TIME_TEXTS) <= values._TIME_TEXTS_LIMIT
+    for index in range(values._PATHS_LIMIT + 10):
+        path = f"data[{index}].close"
+        assert split_path(path) == ("data", str(index), "close")
+    assert len(values._PATHS) <= values._PATHS_LIMIT
+    # The same instant in another zone is an equal key and has the same UTC text.
+    same = start.astimezone(timezone(timedelta(hours=2)))
+    assert format_time(same) == format_time(start) == "2024-01-01T00:00:00Z"

@@ -56,6 +56,12 @@ def test_step_ids_and_unique() -> None:
     assert _unique(values) == list(dict.fromkeys(values))
     assert _unique(iter(values)) == ["b", "a", 3, "c"]
     assert _unique([]) == []
+    for listed in ([], ["a"], ["a", "a"], ["b", "a", "b"], [1, True, 1.0, "1"], values):
+        made = _unique(listed)
+        assert made == list(dict.fromkeys(listed))
+        assert made is not listed  # always a fresh list
+    with pytest.raises(TypeError):
+        _unique([["unhashable"], ["unhashable"]])  # as ``dict.fromkeys`` would
 
 
 def test_shared_fields_set_never_changes() -> None:

@@ -1,4 +1,5 @@
-"""The memoised value helpers (``split_path``, ``format_time``) equal their direct computations."""
+"""The memoised value helpers (``split_path``, ``format_time``) and ``parse_time``'s UTC fast path
+equal their direct computations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.auditor.reasoning import values
-from engine.auditor.reasoning.values import format_time, split_path
+from engine.auditor.reasoning.values import format_time, parse_time, split_path
 
 
 def _split_direct(path: str) -> tuple[str, ...]:
@@ -53,3 +54,40 @@ def test_memos_stay_bounded_and_correct_after_they_fill() -> None:
     # The same instant in another zone is an equal key and has the same UTC text.
     same = start.astimezone(timezone(timedelta(hours=2)))
     assert format_time(same) == format_time(start) == "2024-01-01T00:00:00Z"
+
+
+def _parse_reference(text: str) -> datetime | None:
+    """``parse_time`` of a string before the UTC fast path (every offset read, then converted)."""
+    if len(text) < 10 or not (text.strip()[:4].isascii() and text.strip()[:4].isdigit()):
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        return None
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+_SUFFIXES = st.sampled_from(
+    ["Z", "+00:00", "-00:00", "+05:30", "-08:00", "+23:59", "", ".5Z", ".123456+01:00"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)), _SUFFIXES)
+def test_parse_time_equals_the_reference(moment: datetime, suffix: str) -> None:
+    text = moment.replace(microsecond=0).isoformat() + suffix
+    made, expected = parse_time(text), _parse_reference(text)
+    assert made == expected
+    if made is not None and expected is not None:
+        assert made.tzinfo is UTC
+        assert made.utcoffset() == expected.utcoffset() == timedelta(0)
+        assert (made.year, made.hour, made.microsecond) == (
+            expected.year,
+            expected.hour,
+            expected.microsecond,
+        )

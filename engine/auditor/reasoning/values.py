@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
 __all__ = [
@@ -120,8 +120,11 @@ def parse_time(value: object) -> datetime | None:
             parsed = datetime.fromisoformat(text)
         except ValueError:
             return None
-        if parsed.tzinfo is None or parsed.utcoffset() is None:
-            return None
+        zone = parsed.tzinfo
+        if zone is UTC:  # a ``Z`` or ``+00:00`` suffix: ``astimezone(UTC)`` would return it as it is
+            return parsed
+        if zone is None or (type(zone) is not timezone and parsed.utcoffset() is None):
+            return None  # (a fixed-offset ``timezone``, what the parser gives, always has an offset)
         try:
             return parsed.astimezone(UTC)
         except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: no UTC instant in years 1..9999

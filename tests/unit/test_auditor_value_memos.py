@@ -1,4 +1,4 @@
-"""The memoised value helpers (``split_path``, ``format_time``) and ``parse_time``'s UTC fast path
+"""The memoised value helpers (``split_path``, ``format_time``, ``is_time_name``) and ``parse_time``'s UTC fast path
 equal their direct computations."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.auditor.reasoning import values
-from engine.auditor.reasoning.values import format_time, parse_time, split_path
+from engine.auditor.reasoning.values import format_time, is_time_name, parse_time, split_path
 
 
 def _split_direct(path: str) -> tuple[str, ...]:
@@ -91,3 +91,30 @@ def test_parse_time_equals_the_reference(moment: datetime, suffix: str) -> None:
             expected.hour,
             expected.microsecond,
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=12), st.sampled_from(["closeTime", "as_of", "Updated_AT", "price", "TS", "date"])
+    )
+)
+def test_is_time_name_equals_the_direct_rule(name: str) -> None:
+    lowered = name.lower()
+    expected = lowered in {
+        "timestamp",
+        "time",
+        "date",
+        "datetime",
+        "as_of",
+        "asof",
+        "ts",
+    } or lowered.endswith(("_at", "_time", "_timestamp", "_date", "time", "timestamp"))
+    assert is_time_name(name) is expected
+    assert is_time_name(name) is expected  # a memo hit
+
+
+def test_is_time_name_memo_stays_bounded() -> None:
+    for index in range(values._TIME_NAME_LIMIT + 10):
+        assert is_time_name(f"field_{index}_at") is True
+    assert len(values._TIME_NAME_ANSWERS) <= values._TIME_NAME_LIMIT

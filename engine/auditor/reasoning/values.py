@@ -97,7 +97,25 @@ def parse_plain_number(text: str) -> int | float | None:
 
 
 def is_time_name(name: str) -> bool:
-    """Whether a field name denotes a point in time (``timestamp``, ``last_updated_at``, ``closeTime``)."""
+    """Whether a field name denotes a point in time (``timestamp``, ``last_updated_at``, ``closeTime``).
+
+    Memoised per exact ``str`` name (field names recur across items and bundles)."""
+    if type(name) is not str:
+        return _is_time_name(name)
+    found = _TIME_NAME_ANSWERS.get(name)
+    if found is None:
+        found = _is_time_name(name)
+        if len(_TIME_NAME_ANSWERS) >= _TIME_NAME_LIMIT:
+            _TIME_NAME_ANSWERS.clear()
+        _TIME_NAME_ANSWERS[name] = found
+    return found
+
+
+_TIME_NAME_ANSWERS: Final[dict[str, bool]] = {}
+_TIME_NAME_LIMIT: Final = 4096
+
+
+def _is_time_name(name: str) -> bool:
     lowered = name.lower()
     return lowered in _TIME_NAMES or lowered.endswith(_TIME_SUFFIXES)
 

@@ -31,7 +31,7 @@ MISSING: Final[Any] = object()
 _PLAIN_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _INDEX: Final = re.compile(r"\[(\d+)\]")
 _TIME_NAMES: Final = frozenset({"timestamp", "time", "date", "datetime", "as_of", "asof", "ts"})
-_TIME_SUFFIXES: Final = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
+_TIME_SUFFIXES: Final[tuple[str, ...]] = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
 # Plausible observation times: 2000-01-01 .. 2100-01-01, in seconds or milliseconds since the epoch.
 _MIN_EPOCH_S: Final = 946_684_800
 _MAX_EPOCH_S: Final = 4_102_444_800

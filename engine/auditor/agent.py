@@ -11,7 +11,7 @@ randomness, and no iteration over sets into output, so the same inputs give the 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from engine.auditor.analysis import analyse
 from engine.auditor.built_models import policy_model, trace_model, verification_model
@@ -31,6 +31,8 @@ from engine.schemas import (
 from engine.version import ENGINE_VERSION
 
 __all__ = ["AuditOutcome", "AuditorAgent", "policy_extra", "trace_id_for"]
+
+_SCALARS: Final = frozenset({str, int, float, bool})
 
 
 def trace_id_for(bundle_id: str) -> str:
@@ -68,6 +70,8 @@ class AuditorAgent:
         self.llm = llm
         self.name = name or DEFAULT_AUDITOR_NAME
         self.config = config or AuditConfig()
+        # The last ``policy_extra`` built for an exact (frozen) ``AuditConfig``: ``(config, name, extra)``.
+        self._extra: tuple[Any, Any, dict[str, Any]] | None = None
 
     def audit(
         self, prompt_spec: PromptSpec, evidence: EvidenceBundle, *, ctx: Any | None = None
@@ -95,7 +99,7 @@ class AuditorAgent:
         # ``int``/``float`` field would unbox and rebox it).
         settings: Any = config
         max_steps = settings.max_steps
-        policy = policy_model(max_steps, policy_extra(config, self.name))
+        policy = policy_model(max_steps, self._policy_extra(config))
         claims = ClaimExtractor(config).extract(prompt_spec, evidence)
         sanity = LogicSanityChecker(config).assess(prompt_spec, evidence, claims)
         analysis = analyse(prompt_spec, claims, sanity, config)
@@ -126,6 +130,18 @@ class AuditorAgent:
         checks.extend(structure_checks)
         verification = verification_model(all(check.ok for check in checks), checks, challenge, error)
         return trace, verification, plains, preimages
+
+    def _policy_extra(self, config: AuditConfig) -> dict[str, Any]:
+        """``policy_extra(config, self.name)``: a copy of the last one built for this same exact
+        config and name (its values are immutable scalars, so a shallow copy equals a fresh build)."""
+        name: Any = self.name
+        last = self._extra
+        if last is not None and last[0] is config and last[1] is name:
+            return dict(last[2])
+        extra = policy_extra(config, name)
+        if type(config) is AuditConfig and all(type(value) in _SCALARS for value in extra.values()):
+            self._extra = (config, name, dict(extra))
+        return extra
 
 
 def policy_extra(config: AuditConfig, name: str) -> dict[str, Any]:

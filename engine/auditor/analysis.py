@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
 from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import failed_taking, passed_taking, warning_taking
 from engine.auditor.checks import passed as check_passed
-from engine.auditor.checks import warning as check_warning
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import Claim, ClaimSet
 from engine.auditor.reasoning.contradiction_checks import ContradictionChecker, relative_spread
@@ -135,10 +135,10 @@ def _selection_check(selection: Selection) -> CheckResult:
     }
     message = f"{policy.strategy}: {selection.message}"
     if not selection.ok:
-        return check_failed(check_id, message, details)
+        return failed_taking(check_id, message, details)
     if selection.disagreement:
-        return check_warning(check_id, message + "; other candidates disagree about the event", details)
-    return check_passed(check_id, message, details)
+        return warning_taking(check_id, message + "; other candidates disagree about the event", details)
+    return passed_taking(check_id, message, details)
 
 
 def analyse(prompt_spec: PromptSpec, claims: ClaimSet, sanity: SanityReport, config: AuditConfig) -> Analysis:

@@ -24,6 +24,9 @@ _RESULT_FIELDS: Final = ("ok", "checks", "challenge", "error")
 _POLICY_SET: Final = frozenset(_POLICY_FIELDS[1:])
 _TRACE_SET: Final = frozenset(_TRACE_FIELDS[1:])
 _RESULT_SET: Final = frozenset(_RESULT_FIELDS)
+_RESULT_FIELDS_SET: Final[set[str]] = set(_RESULT_FIELDS)
+"""The ``model_fields_set`` every built result shares: it names every field, so no pydantic
+operation changes it (assigning a field adds a name already present; copies copy the set)."""
 
 
 def _layout_holds() -> bool:
@@ -89,5 +92,5 @@ def verification_model(ok: Any, checks: Any, challenge: Any, error: Any) -> Veri
     if not _FAST:
         return trusted(VerificationResult, ok=ok, checks=checks, challenge=challenge, error=error)
     data = {"ok": ok, "checks": checks, "challenge": challenge, "error": error}
-    result: VerificationResult = _made(VerificationResult, data, _RESULT_SET)
+    result: VerificationResult = instance_from_state(VerificationResult, data, _RESULT_FIELDS_SET)
     return result

@@ -13,9 +13,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from engine.schemas import CheckResult
-from engine.schemas.trusted import trusted_check
+from engine.schemas.trusted import (
+    FAILED_TEMPLATE,
+    PASSED_TEMPLATE,
+    WARNING_TEMPLATE,
+    trusted_check_from,
+    trusted_check_taking,
+)
 
-__all__ = ["failed", "passed", "warning"]
+__all__ = ["failed", "failed_taking", "passed", "passed_taking", "warning", "warning_taking"]
 
 _CHECK_RESULT: Final = CheckResult
 """``CheckResult`` as a ``Final`` name: a compiled build reads it from a C static, not from the
@@ -24,14 +30,33 @@ module dict on every call (the class is imported from an interpreted module)."""
 
 def passed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.passed``: a passing check (severity info)."""
-    return trusted_check(_CHECK_RESULT, check_id, True, "info", message, details)
+    return trusted_check_from(PASSED_TEMPLATE, _CHECK_RESULT, check_id, message, details)
 
 
 def warning(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.warning``: a passing check that deserves attention (severity warn)."""
-    return trusted_check(_CHECK_RESULT, check_id, True, "warn", message, details)
+    return trusted_check_from(WARNING_TEMPLATE, _CHECK_RESULT, check_id, message, details)
 
 
 def failed(check_id: Any, message: Any, details: Any = None) -> CheckResult:
     """``CheckResult.failed``: a failing check (severity error)."""
-    return trusted_check(_CHECK_RESULT, check_id, False, "error", message, details)
+    return trusted_check_from(FAILED_TEMPLATE, _CHECK_RESULT, check_id, message, details)
+
+
+# The ``_taking`` forms keep ``details`` itself (no copy): for a dict display or local dict the
+# caller made for this one check and does not keep. Each equals its copying form otherwise.
+
+
+def passed_taking(check_id: Any, message: Any, details: Any) -> CheckResult:
+    """:func:`passed` holding the caller's fresh ``details`` dict itself."""
+    return trusted_check_taking(PASSED_TEMPLATE, _CHECK_RESULT, check_id, message, details)
+
+
+def warning_taking(check_id: Any, message: Any, details: Any) -> CheckResult:
+    """:func:`warning` holding the caller's fresh ``details`` dict itself."""
+    return trusted_check_taking(WARNING_TEMPLATE, _CHECK_RESULT, check_id, message, details)
+
+
+def failed_taking(check_id: Any, message: Any, details: Any) -> CheckResult:
+    """:func:`failed` holding the caller's fresh ``details`` dict itself."""
+    return trusted_check_taking(FAILED_TEMPLATE, _CHECK_RESULT, check_id, message, details)

@@ -99,8 +99,14 @@ def _unique(values: Iterable[Any]) -> list[Any]:
 
     ``Any``, not ``str``: a compiled build must not refuse a stray non-string id with a
     ``TypeError`` before :meth:`_Steps._holds` can answer False for it."""
-    if type(values) is list and len(values) <= 1:
-        return list(values)  # nothing to drop (and a copy, as the general path makes)
+    if type(values) is list:
+        listed: list[Any] = values
+        if len(listed) <= 1:
+            return listed.copy()  # nothing to drop (and a copy, as the general path makes)
+        firsts: dict[Any, None] = {}
+        for value in listed:  # a native list loop (the general path iterates through the protocol)
+            firsts[value] = None
+        return list(firsts)
     return list({value: None for value in values})
 
 
@@ -172,7 +178,7 @@ class _Steps:
             self.preimages.append(preimage)
         return step_id
 
-    def _holds(self, inputs: dict[str, Any], output: dict[str, Any], cited: Sequence[object]) -> bool:
+    def _holds(self, inputs: dict[str, Any], output: dict[str, Any], cited: list[object]) -> bool:
         # ``object``, not ``str``: the ids are checked here, and a compiled build (engine.build)
         # must not turn a stray non-string into a TypeError before the check can answer False.
         known = self.known

@@ -95,6 +95,24 @@ def test_policy_extra_equals_the_config_method_key_for_key() -> None:
         assert [type(value) for value in made.values()] == [type(value) for value in expected.values()]
 
 
+def test_repeated_audits_record_a_fresh_policy_extra_equal_to_the_config_method() -> None:
+    """The agent reuses the last ``policy_extra`` of the same config and name, as a fresh copy."""
+    spec, bundle = _corpus()[0]
+    agent = AuditorAgent(name="auditor.first")
+    first, _ = agent.audit(spec, bundle)
+    second, _ = agent.audit(spec, bundle)
+    assert first.policy.extra == second.policy.extra == agent.config.policy_extra("auditor.first")
+    assert first.policy.extra is not second.policy.extra
+    second.policy.extra["role"] = "changed"  # a caller's change reaches no later audit
+    agent.name = "auditor.second"
+    third, _ = agent.audit(spec, bundle)
+    assert third.policy.extra == agent.config.policy_extra("auditor.second")
+    agent.config = AuditConfig(max_steps=64)
+    fourth, _ = agent.audit(spec, bundle)
+    assert fourth.policy.extra == agent.config.policy_extra("auditor.second")
+    assert fourth.policy.max_steps == 64
+
+
 def test_policy_extra_asks_a_config_subclass_itself() -> None:
     class Custom(AuditConfig):
         def policy_extra(self, auditor_name: str) -> dict[str, Any]:

@@ -56,9 +56,19 @@ __all__ = [
     "short_sha256_hex",
 ]
 
-DEFAULT_FIELDS = ("price_usd", "usd", "price", "value", "amount", "result", "outcome", "winner", "timestamp")
-_DEFAULT_SET = frozenset(DEFAULT_FIELDS)
-_TIME_PREFERENCE = (
+DEFAULT_FIELDS: Final[tuple[str, ...]] = (
+    "price_usd",
+    "usd",
+    "price",
+    "value",
+    "amount",
+    "result",
+    "outcome",
+    "winner",
+    "timestamp",
+)
+_DEFAULT_SET: Final = frozenset(DEFAULT_FIELDS)
+_TIME_PREFERENCE: Final[tuple[str, ...]] = (
     "timestamp",
     "observed_at",
     "as_of",
@@ -67,11 +77,11 @@ _TIME_PREFERENCE = (
     "close_time",
     "closetime",
 )
-_JSON_CONFIDENCE = (0.5, 0.7, 0.8, 0.9, 0.95)
-_REGEX_CONFIDENCE = (0.4, 0.6, 0.7, 0.8, 0.85)
-_AUTO_RANK = 10_000
-_TRUE_WORDS = frozenset({"true", "yes"})
-_FALSE_WORDS = frozenset({"false", "no"})
+_JSON_CONFIDENCE: Final[tuple[float, ...]] = (0.5, 0.7, 0.8, 0.9, 0.95)
+_REGEX_CONFIDENCE: Final[tuple[float, ...]] = (0.4, 0.6, 0.7, 0.8, 0.85)
+_AUTO_RANK: Final = 10_000
+_TRUE_WORDS: Final = frozenset({"true", "yes"})
+_FALSE_WORDS: Final = frozenset({"false", "no"})
 
 
 def _canonical_scalar(value: Any) -> str:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
 __all__ = [
@@ -32,7 +31,7 @@ MISSING: Final[Any] = object()
 _PLAIN_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _INDEX: Final = re.compile(r"\[(\d+)\]")
 _TIME_NAMES: Final = frozenset({"timestamp", "time", "date", "datetime", "as_of", "asof", "ts"})
-_TIME_SUFFIXES: Final = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
+_TIME_SUFFIXES: Final[tuple[str, ...]] = ("_at", "_time", "_timestamp", "_date", "time", "timestamp")
 # Plausible observation times: 2000-01-01 .. 2100-01-01, in seconds or milliseconds since the epoch.
 _MIN_EPOCH_S: Final = 946_684_800
 _MAX_EPOCH_S: Final = 4_102_444_800
@@ -48,10 +47,24 @@ def is_finite_number(value: object) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
-@lru_cache(maxsize=1024)
+_PATHS: Final[dict[str, tuple[str, ...]]] = {}
+_PATHS_LIMIT: Final = 1024
+_TIME_TEXTS: Final[dict[datetime, str]] = {}
+_TIME_TEXTS_LIMIT: Final = 4096
+"""Memos of :func:`split_path` and :func:`format_time` (pure functions): plain dicts read by
+compiled code, emptied when full. Unlike ``lru_cache`` a hit costs no argument tuple, key tuple or
+recency bookkeeping; equal keys give equal results, as with ``lru_cache``."""
+
+
 def split_path(path: str) -> tuple[str, ...]:
-    """``"data[0].close"`` and ``"data.0.close"`` both become ``("data", "0", "close")``."""
-    return tuple(segment for segment in _INDEX.sub(r".\1", path).split(".") if segment)
+    """``"data[0].close"`` and ``"data.0.close"`` both become ``("data", "0", "close")`` (memoised)."""
+    found = _PATHS.get(path)
+    if found is None:
+        found = tuple(segment for segment in _INDEX.sub(r".\1", path).split(".") if segment)
+        if len(_PATHS) >= _PATHS_LIMIT:
+            _PATHS.clear()
+        _PATHS[path] = found
+    return found
 
 
 def lookup(document: Any, segments: tuple[str, ...]) -> Any:
@@ -84,7 +97,25 @@ def parse_plain_number(text: str) -> int | float | None:
 
 
 def is_time_name(name: str) -> bool:
-    """Whether a field name denotes a point in time (``timestamp``, ``last_updated_at``, ``closeTime``)."""
+    """Whether a field name denotes a point in time (``timestamp``, ``last_updated_at``, ``closeTime``).
+
+    Memoised per exact ``str`` name (field names recur across items and bundles)."""
+    if type(name) is not str:
+        return _is_time_name(name)
+    found = _TIME_NAME_ANSWERS.get(name)
+    if found is None:
+        found = _is_time_name(name)
+        if len(_TIME_NAME_ANSWERS) >= _TIME_NAME_LIMIT:
+            _TIME_NAME_ANSWERS.clear()
+        _TIME_NAME_ANSWERS[name] = found
+    return found
+
+
+_TIME_NAME_ANSWERS: Final[dict[str, bool]] = {}
+_TIME_NAME_LIMIT: Final = 4096
+
+
+def _is_time_name(name: str) -> bool:
     lowered = name.lower()
     return lowered in _TIME_NAMES or lowered.endswith(_TIME_SUFFIXES)
 
@@ -107,8 +138,11 @@ def parse_time(value: object) -> datetime | None:
             parsed = datetime.fromisoformat(text)
         except ValueError:
             return None
-        if parsed.tzinfo is None or parsed.utcoffset() is None:
-            return None
+        zone = parsed.tzinfo
+        if zone is UTC:  # a ``Z`` or ``+00:00`` suffix: ``astimezone(UTC)`` would return it as it is
+            return parsed
+        if zone is None or (type(zone) is not timezone and parsed.utcoffset() is None):
+            return None  # (a fixed-offset ``timezone``, what the parser gives, always has an offset)
         try:
             return parsed.astimezone(UTC)
         except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00: no UTC instant in years 1..9999
@@ -126,13 +160,22 @@ def parse_time(value: object) -> datetime | None:
     return None
 
 
-@lru_cache(maxsize=4096)
 def format_time(moment: datetime) -> str:
     """UTC ``Z`` text, with microseconds only when nonzero (as ``engine.canonical.format_datetime_canonical``).
 
-    Cached: equal datetimes (the same instant) have the same UTC text, and the window bounds of a
+    Memoised: equal datetimes (the same instant) have the same UTC text, and the window bounds of a
     market recur in every audit of its bundles.
     """
+    text = _TIME_TEXTS.get(moment)
+    if text is None:
+        text = _format_time(moment)
+        if len(_TIME_TEXTS) >= _TIME_TEXTS_LIMIT:
+            _TIME_TEXTS.clear()
+        _TIME_TEXTS[moment] = text
+    return text
+
+
+def _format_time(moment: datetime) -> str:
     utc = (
         moment
         if moment.tzinfo is UTC

@@ -22,9 +22,10 @@ _Recipe = tuple[tuple[str, str, str, dict[str, Any]], tuple[str, str, str, dict[
 
 
 def event_checks(event: EventSpec) -> list[CheckResult]:
-    """The threshold and comparator checks, built fresh from the event's cached recipe."""
+    """The threshold and comparator checks, built fresh from the event's cached recipe (each check
+    constructor copies the recipe's ``details``, so the cached dicts are never handed out)."""
     return [
-        _make(severity, check_id, message, dict(details))
+        _make(severity, check_id, message, details)
         for severity, check_id, message, details in _recipe_of(event)
     ]
 
@@ -69,7 +70,7 @@ def _make(severity: str, check_id: str, message: str, details: dict[str, Any]) -
 @lru_cache(maxsize=1024)
 def _event_recipe(event: EventSpec, value_type: str) -> _Recipe:
     """``(severity, check_id, message, details)`` of both checks (events are immutable values;
-    callers copy ``details`` so the cached dicts are never handed out). ``value_type`` keeps a
+    the check constructors copy ``details``, so the cached dicts are never handed out). ``value_type`` keeps a
     threshold of ``1`` and one of ``1.0`` (equal, so one cache key otherwise) apart."""
     del value_type
     threshold: tuple[str, str, str, dict[str, Any]]

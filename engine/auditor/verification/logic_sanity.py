@@ -19,8 +19,8 @@ from datetime import timedelta
 from typing import Any, ClassVar, Final
 
 from engine.auditor.checks import failed as check_failed
+from engine.auditor.checks import failed_taking, passed_taking, warning_taking
 from engine.auditor.checks import passed as check_passed
-from engine.auditor.checks import warning as check_warning
 from engine.auditor.config import AuditConfig
 from engine.auditor.reasoning.claim_extraction import ClaimSet, ItemClaims
 from engine.auditor.reasoning.semantics import EventSpec, derive_event_spec
@@ -314,18 +314,18 @@ class LogicSanityChecker:
         excluded = details.get("outside_window", []) + details.get("fetched_before_window", [])
         unknown = details.get("fetched_after_window", []) + details.get("no_timestamp", [])
         if excluded:
-            return check_warning(
+            return warning_taking(
                 "sanity.time_window",
                 f"{len(excluded)} item(s) observed outside the window were excluded",
                 details,
             )
         if unknown:
-            return check_warning(
+            return warning_taking(
                 "sanity.time_window",
                 f"{len(unknown)} item(s) have no observation time inside the payload",
                 details,
             )
-        return check_passed("sanity.time_window", "every timed observation falls within the window", details)
+        return passed_taking("sanity.time_window", "every timed observation falls within the window", details)
 
     @staticmethod
     def _coverage(
@@ -338,11 +338,13 @@ class LogicSanityChecker:
         missing = [requirement_id for requirement_id in order if requirement_id not in present]
         if missing:
             message = "no evidence item for requirement(s): " + ", ".join(missing)
-            checks.append(check_failed("sanity.requirement_coverage", message, {"missing": missing}))
+            checks.append(failed_taking("sanity.requirement_coverage", message, {"missing": missing}))
             insufficient.extend(f"requirement_missing:{requirement_id}" for requirement_id in missing)
         else:
             message = f"each of {len(order)} requirement(s) has at least one evidence item"
-            checks.append(check_passed("sanity.requirement_coverage", message, {"requirements": list(order)}))
+            checks.append(
+                passed_taking("sanity.requirement_coverage", message, {"requirements": list(order)})
+            )
 
     @staticmethod
     def _event_variables(
@@ -353,12 +355,12 @@ class LogicSanityChecker:
         if usable:
             details["evidence_ids"] = usable
             message = f"{len(usable)} item(s) of {primary} carry a usable {event.needed_kind} value"
-            return check_passed("sanity.event_variables", message, details)
+            return passed_taking("sanity.event_variables", message, details)
         reasons = [f"{item.evidence_id}: {item.reason}" for item in items if item.requirement_id == primary]
         details["excluded"] = reasons
         insufficient.append("value_missing")
         message = f"no item of {primary} carries a usable {event.needed_kind} value"
-        return check_failed(
+        return failed_taking(
             "sanity.event_variables", message + (" (" + "; ".join(reasons) + ")" if reasons else ""), details
         )
 
@@ -368,7 +370,7 @@ class LogicSanityChecker:
         bad_items = [item.evidence_id for item in items if item.reason == "confidence_out_of_bounds"]
         if bad_claims or bad_items:
             details = {"claim_ids": bad_claims, "evidence_ids": bad_items}
-            return check_failed("sanity.confidence_bounds", "confidence outside [0, 1]", details)
+            return failed_taking("sanity.confidence_bounds", "confidence outside [0, 1]", details)
         return check_passed(
             "sanity.confidence_bounds", "every claim and evidence confidence is within [0, 1]"
         )
@@ -452,7 +454,7 @@ def _eligibility(items: Sequence[ItemAssessment]) -> CheckResult:
             excluded.setdefault(item.reason, []).append(item.evidence_id)
     usable = sum(1 for item in items if item.eligible)
     if not excluded:
-        return check_passed("sanity.eligibility", f"all {usable} item(s) are usable", {"usable": usable})
+        return passed_taking("sanity.eligibility", f"all {usable} item(s) are usable", {"usable": usable})
     reasons = "; ".join(f"{reason}: {', '.join(ids)}" for reason, ids in excluded.items())
     message = f"{len(items) - usable} of {len(items)} item(s) excluded ({reasons})"
-    return check_warning("sanity.eligibility", message, {"excluded": excluded, "usable": usable})
+    return warning_taking("sanity.eligibility", message, {"excluded": excluded, "usable": usable})

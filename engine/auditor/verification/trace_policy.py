@@ -59,9 +59,9 @@ EXTERNAL_FACT_KEYS: Final = frozenset(
     {"external_facts", "external_sources", "external_data", "web_search", "search_results", "llm_knowledge",
      "assumed_facts", "background_knowledge"}
 )  # fmt: skip
-VERDICT_ORDER = ("outcome", "preliminary_outcome", "recommended_outcome", "verdict")
-REQUIRED_VARIABLES = ("source_summary", "conflict_detected", "insufficient_evidence")
-OPTIONAL_VARIABLES = ("event_observed", "numeric_value", "timestamp")
+VERDICT_ORDER: Final[tuple[str, ...]] = ("outcome", "preliminary_outcome", "recommended_outcome", "verdict")
+REQUIRED_VARIABLES: Final[tuple[str, ...]] = ("source_summary", "conflict_detected", "insufficient_evidence")
+OPTIONAL_VARIABLES: Final[tuple[str, ...]] = ("event_observed", "numeric_value", "timestamp")
 _STEP_ID: Final = re.compile(r"step_(\d{1,9})")
 
 
@@ -289,7 +289,7 @@ class TracePolicyVerifier:
         return None
 
 
-RULES = (
+RULES: Final[tuple[str, ...]] = (
     "trace.step_schema", "trace.step_count", "trace.step_ids", "trace.prior_steps", "trace.evidence_refs",
     "trace.grounding", "trace.external_facts", "trace.no_verdict", "trace.final_evaluation_variables",
     "trace.hash_commitments",
@@ -301,7 +301,7 @@ VERDICT_KEYS: Final = frozenset(VERDICT_ORDER)
 def passing_check(count: int) -> CheckResult:
     """The one check of a trace that satisfies every rule (the same value the rule-by-rule path builds)."""
     message = f"{count} step(s) satisfy every trace policy rule"
-    return _checks.passed("trace.policy", message, {"rules": list(RULES), "steps": count})
+    return _checks.passed_taking("trace.policy", message, {"rules": list(RULES), "steps": count})
 
 
 def built_step_count(steps: list[Any], limit: Any, known: set[str], sound: bool) -> int:

@@ -244,3 +244,20 @@ class ProvenLeaves:
         """Was entry ``global_seq`` proven (:meth:`get` is not None), without copying its leaf?"""
         index = global_seq - 1
         return 0 <= index < len(self._present) and self._present[index] == 1
+
+    def run_length(self, global_seq: int, limit: int) -> int:
+        """How many consecutive entries from ``global_seq`` on (at most ``limit``) were proven."""
+        index = global_seq - 1
+        if index < 0 or limit <= 0 or index >= len(self._present):
+            return 0
+        end = min(len(self._present), index + limit)
+        absent = self._present.find(0, index, end)
+        return (end if absent < 0 else absent) - index
+
+    def leaves(self, global_seq: int, count: int) -> bytes:
+        """The concatenated leaf hashes of ``count`` entries from ``global_seq``, all proven
+        (:meth:`run_length`); raises ValueError otherwise."""
+        index = global_seq - 1
+        if index < 0 or count < 0 or self.run_length(global_seq, count) != count:
+            raise ValueError(f"entries {global_seq}..{global_seq + count - 1} are not all proven")
+        return bytes(self._hashes[32 * index : 32 * (index + count)])

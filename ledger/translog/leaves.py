@@ -12,13 +12,13 @@ Pure code (no database): the independent verifier imports it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.merkle.rfc6962 import leaf_hash
 from ledger.store.hashing import entry_hash, merkle_leaf_data, payload_hash
+from ledger.translog.leaf_fill import fill_leaves
 
 __all__ = [
     "ENTRY_FIELDS",
@@ -214,24 +214,13 @@ class ProvenLeaves:
         The same checks as :meth:`add` (``merkle_leaf_data``: ``0x`` then 32 bytes of hex; a
         positive ``global_seq``), raising ValueError on the first pair that fails them.
         """
-        sha256 = hashlib.sha256
-        hashes, present = self._hashes, self._present
-        for global_seq, entry_hash_hex in pairs:
-            index = global_seq - 1
-            if (
-                not 0 <= index < len(present)
-                or type(entry_hash_hex) is not str
-                or len(entry_hash_hex) != 66
-                or entry_hash_hex[:2] != "0x"
-            ):
-                self.add(global_seq, entry_hash_hex)  # grows, skips or raises as add does
-                continue
-            data = bytes.fromhex(entry_hash_hex[2:])  # 64 characters to 32 bytes: all hex digits
-            if len(data) != 32:
-                self.add(global_seq, entry_hash_hex)  # raises as add does
-                continue
-            hashes[32 * index : 32 * index + 32] = sha256(b"\x00" + data).digest()
-            present[index] = 1
+        items = pairs if type(pairs) is list else list(pairs)
+        position = 0
+        while position < len(items):
+            position = fill_leaves(self._hashes, self._present, items, position)
+            if position < len(items):
+                self.add(*items[position])  # grows, skips or raises as add does
+                position += 1
 
     def get(self, global_seq: int) -> bytes | None:
         """The leaf hash of entry ``global_seq``, or None when it was not proven."""

@@ -12,7 +12,9 @@ One pass over the entries in ``global_seq`` order, O(n) time and O(log n) memory
 
 With ``proven`` (:class:`ledger.translog.leaves.ProvenLeaves`, from ``ledger verify``'s ledger pass
 under the same snapshot) an entry whose hashes that pass proved from its content is not read again:
-its proven leaf is used, and only its ``global_seq`` and submission are read. Every other entry
+a run of consecutive proven entries is taken as one slice of their leaves (that pass read them
+under this snapshot, so they exist), whole tiles of it hashed and compared as bytes, and an entry's
+submission is read only when a problem names it (:mod:`ledger.translog.scan`). Every other entry
 (one whose stored hashes are wrong, or that no submission row covers) is read and checked as above.
 
 Checkpoint signatures are checked with the public key given, else the one beside

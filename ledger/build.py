@@ -9,7 +9,8 @@ source checkout.
 
 :data:`LEDGER` holds, chosen by profile (``py-spy --native`` of ``ledger verify`` and ``ledger
 replay``), pure functions and plain classes only: the per-submission checks of ``ledger verify``
-(entries, steps, roots), its canonical-form checks, replay's text-only identity check, and the
+(entries, steps, roots), its canonical-form checks, the storing of the leaves its ledger pass proved
+for the log check (``ledger.translog.leaf_fill``), replay's text-only identity check, and the
 append path's per-entry texts made before the lock (``ledger.store.chain_text``: the hash chain,
 ``trace.step`` payloads, the header; ``ledger.store.copy_text``: the entries' COPY data). No
 dataclass, named tuple or Pydantic model is defined in them (a compiled dataclass has no
@@ -33,6 +34,7 @@ LEDGER = BuildGroup(
         "ledger/verify/canonical_form.py",
         "ledger/verify/checks.py",
         "ledger/verify/roots.py",
+        "ledger/translog/leaf_fill.py",
         "ledger/replay/identical.py",
         "ledger/store/chain_text.py",
         "ledger/store/copy_text.py",

@@ -12,13 +12,13 @@ Pure code (no database): the independent verifier imports it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.merkle.rfc6962 import leaf_hash
 from ledger.store.hashing import entry_hash, merkle_leaf_data, payload_hash
+from ledger.translog.leaf_fill import fill_leaves
 
 __all__ = [
     "ENTRY_FIELDS",
@@ -214,24 +214,13 @@ class ProvenLeaves:
         The same checks as :meth:`add` (``merkle_leaf_data``: ``0x`` then 32 bytes of hex; a
         positive ``global_seq``), raising ValueError on the first pair that fails them.
         """
-        sha256 = hashlib.sha256
-        hashes, present = self._hashes, self._present
-        for global_seq, entry_hash_hex in pairs:
-            index = global_seq - 1
-            if (
-                not 0 <= index < len(present)
-                or type(entry_hash_hex) is not str
-                or len(entry_hash_hex) != 66
-                or entry_hash_hex[:2] != "0x"
-            ):
-                self.add(global_seq, entry_hash_hex)  # grows, skips or raises as add does
-                continue
-            data = bytes.fromhex(entry_hash_hex[2:])  # 64 characters to 32 bytes: all hex digits
-            if len(data) != 32:
-                self.add(global_seq, entry_hash_hex)  # raises as add does
-                continue
-            hashes[32 * index : 32 * index + 32] = sha256(b"\x00" + data).digest()
-            present[index] = 1
+        items = pairs if type(pairs) is list else list(pairs)
+        position = 0
+        while position < len(items):
+            position = fill_leaves(self._hashes, self._present, items, position)
+            if position < len(items):
+                self.add(*items[position])  # grows, skips or raises as add does
+                position += 1
 
     def get(self, global_seq: int) -> bytes | None:
         """The leaf hash of entry ``global_seq``, or None when it was not proven."""
@@ -244,3 +233,20 @@ class ProvenLeaves:
         """Was entry ``global_seq`` proven (:meth:`get` is not None), without copying its leaf?"""
         index = global_seq - 1
         return 0 <= index < len(self._present) and self._present[index] == 1
+
+    def run_length(self, global_seq: int, limit: int) -> int:
+        """How many consecutive entries from ``global_seq`` on (at most ``limit``) were proven."""
+        index = global_seq - 1
+        if index < 0 or limit <= 0 or index >= len(self._present):
+            return 0
+        end = min(len(self._present), index + limit)
+        absent = self._present.find(0, index, end)
+        return (end if absent < 0 else absent) - index
+
+    def leaves(self, global_seq: int, count: int) -> bytes:
+        """The concatenated leaf hashes of ``count`` entries from ``global_seq``, all proven
+        (:meth:`run_length`); raises ValueError otherwise."""
+        index = global_seq - 1
+        if index < 0 or count < 0 or self.run_length(global_seq, count) != count:
+            raise ValueError(f"entries {global_seq}..{global_seq + count - 1} are not all proven")
+        return bytes(self._hashes[32 * index : 32 * (index + count)])

@@ -12,7 +12,9 @@ One pass over the entries in ``global_seq`` order, O(n) time and O(log n) memory
 
 With ``proven`` (:class:`ledger.translog.leaves.ProvenLeaves`, from ``ledger verify``'s ledger pass
 under the same snapshot) an entry whose hashes that pass proved from its content is not read again:
-its proven leaf is used, and only its ``global_seq`` and submission are read. Every other entry
+a run of consecutive proven entries is taken as one slice of their leaves (that pass read them
+under this snapshot, so they exist), whole tiles of it hashed and compared as bytes, and an entry's
+submission is read only when a problem names it (:mod:`ledger.translog.scan`). Every other entry
 (one whose stored hashes are wrong, or that no submission row covers) is read and checked as above.
 
 Checkpoint signatures are checked with the public key given, else the one beside
@@ -22,7 +24,6 @@ cannot rewrite: pass it in ``external_notes``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,35 +33,20 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
-from engine.merkle.rfc6962 import Frontier, empty_root, root_from_leaf_hashes
+from engine.merkle.rfc6962 import empty_root
 from ledger.translog.checkpoints import latest_checkpoint, list_checkpoints
 from ledger.translog.db import Database, run_dicts
 from ledger.translog.keys import SigningKeyError, load_private_key, load_public_key, public_key_path
-from ledger.translog.leaves import EntryCheckError, ProvenLeaves, check_stored_entry, entry_leaf_hash
+from ledger.translog.leaves import ProvenLeaves
+from ledger.translog.log_problem import LogProblem
 from ledger.translog.note import NoteError, open_checkpoint, parse_checkpoint_text, parse_signed_note
-from ledger.translog.tiles import TILE_HEIGHT, fetch_tiles, misplaced_tiles
-from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, node_key, read_entries, tree_size
+from ledger.translog.scan import MAX_REPORTS_PER_CODE, Leaves, Scan
+from ledger.translog.tiles import TILE_HEIGHT, misplaced_tiles
+from ledger.translog.tree import ENTRIES, ENTRY_COLUMNS, read_entries, tree_size
 
 __all__ = ["LogProblem", "default_public_key", "verify_checkpoints"]
 
 SCAN_BATCH = 20 << TILE_HEIGHT  # whole tiles: a batch appends leaves one by one only up to a checkpoint
-MAX_REPORTS_PER_CODE = 20
-
-
-@dataclass(frozen=True)
-class LogProblem:
-    """One thing wrong with the log: a machine ``code``, a message, and where it is."""
-
-    code: str
-    message: str
-    global_seq: int | None = None
-    submission_id: str | None = None
-    checkpoint: str | None = None
-    severity: str = "error"
-
-    def render(self) -> str:
-        """``error code: message``."""
-        return f"{self.severity} {self.code}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -158,165 +144,6 @@ def _collect_targets(
     return sorted(targets, key=lambda target: target.tree_size)
 
 
-_Node = tuple[int, str, tuple[int, int], bytes]  # (global_seq, submission, (level, idx), hash)
-TILE_WIDTH = 1 << TILE_HEIGHT
-HASH_SIZE = 32
-
-
-@dataclass(frozen=True)
-class _TileLeaves:
-    """A whole aligned tile of recomputed leaves, compared with the stored tile at once (the
-    per-leaf comparison runs only when the two differ)."""
-
-    leaves: list[tuple[int, str, bytes]]
-
-    def nodes(self) -> list[_Node]:
-        """The tile's leaves as nodes (what a per-leaf comparison checks)."""
-        return [(seq, submission, (0, seq - 1), leaf) for seq, submission, leaf in self.leaves]
-
-
-def _tile_root(leaves: list[bytes]) -> bytes:
-    """The root of a whole tile (:data:`TILE_WIDTH` leaf hashes of 32 bytes): the same root as
-    :func:`~engine.merkle.rfc6962.root_from_leaf_hashes`, which a tree of a power-of-two size
-    splits in halves down to pairs, computed level by level here without recursion. Anything
-    else goes to that function, which decides (and raises where it raises)."""
-    if len(leaves) != TILE_WIDTH or any(len(leaf) != HASH_SIZE or type(leaf) is not bytes for leaf in leaves):
-        return root_from_leaf_hashes(leaves)
-    sha256 = hashlib.sha256
-    level = leaves
-    while len(level) > 1:  # halves of a power of two: every level pairs up exactly
-        level = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
-    return level[0]
-
-
-class _Scan:
-    """State of the pass over the entries."""
-
-    def __init__(self, stored_size: int, proven: ProvenLeaves | None) -> None:
-        self.stored_size = stored_size
-        self.proven = proven
-        self.frontier = Frontier()
-        self.first_bad: tuple[int, str] | None = (
-            None  # (global_seq, submission) of first leaf differing from the tree
-        )
-        self.counts: dict[str, int] = {}
-        self.problems: list[LogProblem] = []
-
-    def report(self, problem: LogProblem) -> None:
-        count = self.counts.get(problem.code, 0) + 1
-        self.counts[problem.code] = count
-        if count <= MAX_REPORTS_PER_CODE:
-            self.problems.append(problem)
-
-    def leaf(self, row: dict[str, Any]) -> tuple[int, str, bytes]:
-        """``(global_seq, submission, leaf hash)`` of an entry: the proven leaf, else recomputed from
-        its content (reporting a stored hash that disagrees)."""
-        seq, submission = int(row["global_seq"]), str(row["submission_id"])
-        proven = self.proven.get(seq) if self.proven is not None else None
-        if proven is not None:
-            return seq, submission, proven
-        try:
-            content_hash, mismatch = check_stored_entry(row)
-            leaf = entry_leaf_hash(content_hash)
-        except EntryCheckError as exc:
-            mismatch, leaf = exc, b"\xff" * 32
-        if mismatch is not None:
-            message = f"entry global_seq {seq} (submission {submission}): {mismatch}"
-            self.report(LogProblem(mismatch.code, message, seq, submission))
-        return seq, submission, leaf
-
-    def append_tile(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node | _TileLeaves]) -> None:
-        """Append a whole aligned tile of leaves: its root is appended to the frontier scaled by a tile
-        (a frontier whose size is a multiple of 256 holds only subtrees of 256 leaves or more)."""
-        start = self.frontier.size
-        root = _tile_root([leaf for _, _, leaf in leaves])
-        scaled = Frontier(start >> TILE_HEIGHT, self.frontier.subtree_roots)
-        scaled, subtrees = scaled.append_with_subtrees(root)
-        self.frontier = Frontier(start + TILE_WIDTH, scaled.subtree_roots)
-        if start + TILE_WIDTH <= self.stored_size:
-            completed.append(_TileLeaves(leaves))
-            seq, submission, _ = leaves[-1]
-            for subtree in subtrees:
-                key = node_key(subtree.start << TILE_HEIGHT, subtree.end << TILE_HEIGHT)
-                if key[0] % TILE_HEIGHT == 0:
-                    completed.append((seq, submission, key, subtree.hash))
-
-    def append_leaf(
-        self, seq: int, submission: str, leaf: bytes, completed: list[_Node | _TileLeaves]
-    ) -> None:
-        """Append one leaf, noting the stored nodes it completes."""
-        self.frontier, subtrees = self.frontier.append_with_subtrees(leaf)
-        if seq <= self.stored_size:  # the stored nodes: tile hashes (levels 0, 8, 16, ...)
-            keys = ((node_key(s.start, s.end), s.hash) for s in subtrees)
-            completed.extend(
-                (seq, submission, key, value) for key, value in keys if key[0] % TILE_HEIGHT == 0
-            )
-
-    def batch(self, connection: Database, rows: list[dict[str, Any]]) -> None:
-        """Append a batch of consecutive entries and compare the stored nodes they complete."""
-        completed: list[_Node | _TileLeaves] = []
-        self.append(list(map(self.leaf, rows)), completed)
-        self.compare(connection, completed)
-
-    def append(self, leaves: list[tuple[int, str, bytes]], completed: list[_Node | _TileLeaves]) -> None:
-        """Append consecutive leaves, whole aligned tiles at once, noting the stored nodes completed."""
-        position = 0
-        while position < len(leaves):
-            start = self.frontier.size
-            whole_tile = start % TILE_WIDTH == 0 and len(leaves) - position >= TILE_WIDTH
-            if whole_tile and (start + TILE_WIDTH <= self.stored_size or start >= self.stored_size):
-                self.append_tile(leaves[position : position + TILE_WIDTH], completed)
-                position += TILE_WIDTH
-            else:
-                self.append_leaf(*leaves[position], completed)
-                position += 1
-
-    def compare(self, connection: Database, completed: list[_Node | _TileLeaves]) -> None:
-        """Compare the completed nodes with the stored tiles; report leaves and nodes that differ."""
-        spans = [
-            (0, item.leaves[0][0] - 1, TILE_WIDTH)
-            if isinstance(item, _TileLeaves)
-            else (item[2][0] // TILE_HEIGHT, item[2][1], 1)  # only tile levels are noted (append_*)
-            for item in completed
-        ]
-        stored = fetch_tiles(connection, spans)
-        nodes: list[_Node] = []
-        for item in completed:
-            if not isinstance(item, _TileLeaves):
-                nodes.append(item)
-            elif stored.raw(0, item.leaves[0][0] - 1, TILE_WIDTH) != b"".join(
-                leaf for _, _, leaf in item.leaves
-            ):
-                nodes.extend(item.nodes())  # compared leaf by leaf below, to name each one that differs
-        leaf_bad: set[int] = set()
-        for seq, submission, key, value in nodes:
-            found = stored.raw(key[0] // TILE_HEIGHT, key[1], 1)
-            if found == value:
-                continue
-            if key[0] == 0:
-                leaf_bad.add(seq)
-                if self.first_bad is None:
-                    self.first_bad = (seq, submission)
-                what = "is missing" if found is None else "differs from the entry's recomputed leaf"
-                self.report(
-                    LogProblem(
-                        "leaf_mismatch",
-                        f"tree leaf {seq - 1} {what}: entry global_seq {seq} (submission {submission})",
-                        seq,
-                        submission,
-                    )
-                )
-            elif seq not in leaf_bad:
-                self.report(
-                    LogProblem(
-                        "node_mismatch",
-                        f"tree node level {key[0]} idx {key[1]} is missing or wrong",
-                        seq,
-                        submission,
-                    )
-                )
-
-
 def verify_checkpoints(
     target: Database | Engine,
     *,
@@ -341,7 +168,7 @@ def verify_checkpoints(
                 )
             )
         targets = _collect_targets(connection, key, external_notes, problems)
-        scan = _Scan(tree_size(connection), proven)
+        scan = Scan(tree_size(connection), proven)
         pending = list(targets)
         matched: list[_Target] = []
         # After a split view the database's own checkpoints may be re-signed: only exported ones bound a range.
@@ -352,21 +179,27 @@ def verify_checkpoints(
                 problems.append(_root_problem(item, empty_root(), scan, matched, split))
         gap = False
         while not gap:
-            rows = _read(connection, scan.frontier.size, proven)
-            if not rows:
-                break
-            for position, row in enumerate(rows):
-                expected = scan.frontier.size + 1 + position
-                if row["global_seq"] != expected:
-                    problems.append(
-                        LogProblem("entry_gap", f"entry global_seq {expected} is missing", expected)
-                    )
-                    rows, gap = rows[:position], True
+            remaining: Leaves | list[dict[str, Any]] | None = _proven_run(scan.frontier.size, proven)
+            if remaining is None:
+                rows = _read(connection, scan.frontier.size, proven)
+                if not rows:
                     break
-            while rows:
+                for position, row in enumerate(rows):
+                    expected = scan.frontier.size + 1 + position
+                    if row["global_seq"] != expected:
+                        problems.append(
+                            LogProblem("entry_gap", f"entry global_seq {expected} is missing", expected)
+                        )
+                        rows, gap = rows[:position], True
+                        break
+                remaining = rows
+            while remaining:
                 # scan up to the next checkpoint size, so that its root is the frontier's root
-                room = pending[0].tree_size - scan.frontier.size if pending else len(rows)
-                segment, rows = rows[:room], rows[room:]
+                room = pending[0].tree_size - scan.frontier.size if pending else len(remaining)
+                if isinstance(remaining, Leaves):
+                    segment, remaining = remaining.split(room)
+                else:
+                    segment, remaining = scan.leaves_of(remaining[:room]), remaining[room:]
                 scan.batch(connection, segment)
                 while pending and pending[0].tree_size == scan.frontier.size:
                     item = pending.pop(0)
@@ -419,6 +252,16 @@ def verify_checkpoints(
     return problems
 
 
+def _proven_run(after: int, proven: ProvenLeaves | None) -> Leaves | None:
+    """The leaves ``proven`` holds for the entries right after ``after`` (up to :data:`SCAN_BATCH`), as
+    one slice without their submissions; None when it holds none there. They are not read again: the
+    ledger pass read those entries under the same snapshot, so they exist, with these leaves."""
+    count = proven.run_length(after + 1, SCAN_BATCH) if proven is not None else 0
+    if proven is None or count == 0:
+        return None
+    return Leaves(after + 1, proven.leaves(after + 1, count), None)
+
+
 def _read(connection: Database, after: int, proven: ProvenLeaves | None) -> list[dict[str, Any]]:
     """The next entries after ``after``: whole rows, except for entries ``proven`` holds (their
     ``global_seq`` and submission only)."""
@@ -442,7 +285,7 @@ def _read(connection: Database, after: int, proven: ProvenLeaves | None) -> list
     return [by_seq.get(row["global_seq"], row) for row in rows]  # a row read partly fails closed
 
 
-def _root_problem(item: _Target, root: bytes, scan: _Scan, matched: list[_Target], split: bool) -> LogProblem:
+def _root_problem(item: _Target, root: bytes, scan: Scan, matched: list[_Target], split: bool) -> LogProblem:
     head = f"{item.label} (size {item.tree_size}) signs root 0x{item.root_hash.hex()}, but the stored entries hash to 0x{root.hex()}"
     if scan.first_bad is not None and scan.first_bad[0] <= item.tree_size:
         seq, submission = scan.first_bad

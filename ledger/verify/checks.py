@@ -31,7 +31,6 @@ from ledger.store.hashing import (
     entry_hash,
     quote,
     submission_header,
-    text_sha256,
 )
 from ledger.store.records import FOLLOW_UP_KINDS
 from ledger.verify.canonical_form import (
@@ -58,6 +57,12 @@ def _plain(text: str) -> bool:
     is False for every character below U+0020 (and for some that need no escape: False decides
     nothing, the caller's exact path does)."""
     return '"' not in text and "\\" not in text and text.isprintable()
+
+
+def _text_sha256(text: str) -> str:
+    """:func:`ledger.store.hashing.text_sha256` (``0x`` + SHA-256 of the UTF-8 bytes), in this compiled
+    module: no interpreted call per payload and step text."""
+    return "0x" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _where(entry: EntryRow | StepRow) -> dict[str, Any]:
@@ -148,7 +153,7 @@ class _Checker(RootChecks):
         self.claimed_roots: dict[str, Any] = {}
         self.bundle_root: str | None = None
         self.recomputed_por: list[str] = []
-        self.step_leaves = [text_sha256(row.canonical_step) for row in group.steps]  # hashed once
+        self.step_leaves = [_text_sha256(row.canonical_step) for row in group.steps]  # hashed once
 
     def report(self, code: str, message: str, **where: Any) -> Problem:
         problem = Problem(
@@ -162,7 +167,7 @@ class _Checker(RootChecks):
     def header(self) -> None:
         group = self.group
         fast = _header_text(group)
-        if fast is not None and text_sha256(fast[0]) == group.submission_id:
+        if fast is not None and _text_sha256(fast[0]) == group.submission_id:
             self.payloads["input_hashes"] = fast[1]
             self.id_recomputed = True
             return
@@ -175,7 +180,7 @@ class _Checker(RootChecks):
                 input_hashes=input_hashes,
                 status=group.status,
             )
-            recomputed = text_sha256(canonical_text(header))
+            recomputed = _text_sha256(canonical_text(header))
         except (ValueError, TypeError) as exc:
             self.report("submission_header_invalid", f"input_hashes are not a JSON object: {exc}")
             return
@@ -205,7 +210,7 @@ class _Checker(RootChecks):
     def entry(self, entry: EntryRow, previous: str, recomputed_previous: str) -> str:
         """Check one entry (``previous``: the stored entry_hash before it); returns its recomputed
         entry_hash. ``recomputed_previous`` (a hex digest) proves the prev_hash equal to it plain."""
-        recomputed_payload = text_sha256(entry.payload_canonical)
+        recomputed_payload = _text_sha256(entry.payload_canonical)
         hashes_plain = self.id_recomputed and entry.prev_hash == recomputed_previous
         recomputed_entry = _entry_hash(self.group.submission_id, entry, recomputed_payload, hashes_plain)
         if recomputed_payload == entry.payload_hash and recomputed_entry == entry.entry_hash:

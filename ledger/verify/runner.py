@@ -16,7 +16,7 @@ a Sentinel challenge wherever a PoR component is involved; it is ``ok`` when no 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,6 +29,7 @@ from ledger.store.read import auto_jobs, read_ahead, snapshot
 from ledger.translog.leaves import ProvenLeaves
 from ledger.verify.problems import Problem
 from ledger.verify.source import (
+    SubmissionGroup,
     count_submissions,
     iter_groups,
     orphan_steps,
@@ -173,6 +174,22 @@ def _offset_moves(conn: Any, report: VerifyReport) -> None:
         )
 
 
+def _pages_then_facts(conn: Any, page_size: int, wide: VerifyReport) -> Iterator[list[SubmissionGroup]]:
+    """Every page (:func:`iter_groups`), then the ledger-wide facts into ``wide`` (same connection)."""
+    yield from iter_groups(conn, page_size)
+    _ledger_wide(conn, wide)
+    _offset_moves(conn, wide)
+
+
+def _put_first(wide: VerifyReport, report: VerifyReport) -> None:
+    """The ledger-wide facts and problems into ``report``, listed before the pages' problems (their
+    codes are not the pages' codes, so each code's count and list are as if added first)."""
+    report.entries, report.max_global_seq = wide.entries, wide.max_global_seq
+    for key, count in wide.counts.items():
+        report.counts[key] = report.counts.get(key, 0) + count
+    report.problems[:0] = wide.problems
+
+
 def _translog(
     conn: Any,
     report: VerifyReport,
@@ -225,14 +242,15 @@ def run_verify(
         if jobs <= 0:
             jobs = auto_jobs(total, AUTO_PARALLEL_MIN_FORKED if fork_is_safe() else AUTO_PARALLEL_MIN)
         report.jobs = jobs
-        _ledger_wide(conn, report)
-        _offset_moves(conn, report)
+        wide = VerifyReport()  # the ledger-wide facts, listed first
         if jobs > 1:
+            _ledger_wide(conn, wide)
+            _offset_moves(conn, wide)
             url = engine.url.render_as_string(hide_password=False)
             size = max(100, min(page_size, total // (jobs * 4) + 1))  # enough pages to keep workers busy
             pages: Iterable[PageResult] = checked_pages(conn, url, jobs, size)
-        else:
-            pages = (checked(page) for page in read_ahead(iter_groups(conn, page_size)))
+        else:  # the reader thread queries the ledger-wide facts while this one checks the last page
+            pages = (checked(page) for page in read_ahead(_pages_then_facts(conn, page_size, wide)))
         proven = ProvenLeaves()
         for result in pages:
             if translog:
@@ -243,6 +261,7 @@ def run_verify(
                 report.add(problem)
             if progress is not None:
                 progress(report.submissions, total, report.steps, 0)
+        _put_first(wide, report)
         if translog:
             _translog(conn, report, public_key, external_notes, proven)
     report.elapsed_seconds = time.perf_counter() - started

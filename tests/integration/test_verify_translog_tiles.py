@@ -3,10 +3,12 @@ still named leaf by leaf (the comparison falls back to single leaves when a tile
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import Engine
 
+from ledger.connect import libpq_url
 from ledger.store.ledger_store import LedgerStore
 from ledger.translog.checkpoints import create_checkpoint
 from ledger.translog.tiles import TILE_WIDTH
@@ -53,6 +55,13 @@ def test_a_rewritten_entry_inside_a_whole_tile_is_named(
     )  # the factory's submissions carry no real roots: only the log's findings are compared
     codes = {(p.code, p.global_seq) for p in report.problems}
     assert ("translog.leaf_mismatch", TAMPERED_SEQ) in codes
+    # the ledger pass proved the forged hashes: the log check took its leaf without reading the
+    # entry, and looked up the submission only to name it
+    assert {
+        (p.global_seq, p.submission_id)
+        for p in report.problems
+        if p.code in ("translog.leaf_mismatch", "translog.checkpoint_root_mismatch")
+    } == {(TAMPERED_SEQ, submission)}
 
 
 def test_a_rewritten_tree_leaf_inside_a_whole_tile_is_named(
@@ -72,3 +81,18 @@ def test_a_rewritten_tree_leaf_inside_a_whole_tile_is_named(
     assert [(p.code, p.global_seq) for p in problems if p.code == "leaf_mismatch"] == [
         ("leaf_mismatch", TAMPERED_SEQ)
     ]
+
+    report = run_verify(engine, public_key=key.public_key(), external_notes=[("cp.note", exported)])
+    found = [p for p in report.problems if p.code == "translog.leaf_mismatch"]  # every leaf proven
+    assert [p.global_seq for p in found] == [TAMPERED_SEQ]
+    assert found[0].submission_id is not None and found[0].submission_id in found[0].message
+    assert found[0].submission_id == _submission_at(migrated_database_url, TAMPERED_SEQ)
+
+
+def _submission_at(url: str, seq: int) -> str:
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT submission_id FROM ledger_store.entries WHERE global_seq = %s", (seq,)
+        ).fetchone()
+    assert row is not None
+    return str(row[0])

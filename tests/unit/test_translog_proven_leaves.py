@@ -60,3 +60,37 @@ def test_has_says_what_get_says_without_the_leaf() -> None:
         proven.get(seq) is not None for seq in range(-1, 12)
     ]
     assert [seq for seq in range(-1, 12) if proven.has(seq)] == [2, 5]
+
+
+@pytest.mark.parametrize("start", [-1, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 10])
+def test_run_length_and_leaves_say_what_get_says(start: int, limit: int) -> None:
+    proven = ProvenLeaves(capacity=8)
+    proven.add_many([(seq, "0x" + f"{seq:02x}" * 32) for seq in (2, 3, 4, 6, 7)])
+    expected = 0
+    while expected < limit and proven.get(start + expected) is not None:
+        expected += 1
+    assert proven.run_length(start, limit) == expected
+    if start >= 1:
+        held = proven.leaves(start, expected)
+        assert held == b"".join(proven.get(start + i) or b"" for i in range(expected))
+    if start >= 1 and expected < limit:
+        with pytest.raises(ValueError, match="not all proven"):
+            proven.leaves(start, expected + 1)
+
+
+def test_add_many_with_growth_and_odd_pairs_holds_what_add_holds() -> None:
+    pairs = [
+        (1, HASH),
+        (3, "0x" + "AB" * 32),  # upper-case hex: bytes.fromhex reads it, as add's path does
+        (True, "0x" + "cd" * 32),  # not an int: add decides (global_seq 1)
+        (70, "0x" + "ef" * 32),  # beyond the arrays: add grows them, the rest go inline again
+        (71, HASH),
+        (200, HASH),  # beyond the capacity: not held
+    ]
+    one, many = ProvenLeaves(capacity=100), ProvenLeaves(capacity=100)
+    for seq, value in pairs:
+        one.add(seq, value)
+    many.add_many(iter(pairs))
+    assert [many.get(seq) for seq in range(0, 202)] == [one.get(seq) for seq in range(0, 202)]
+    assert many.get(1) == entry_leaf_hash("0x" + "cd" * 32) and many.get(71) == entry_leaf_hash(HASH)

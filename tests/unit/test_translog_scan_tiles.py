@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from engine.merkle.rfc6962 import root_from_leaf_hashes
-from ledger.translog.verify import TILE_WIDTH, _Node, _Scan, _tile_root, _TileLeaves
+from ledger.translog.scan import HASH_SIZE, TILE_WIDTH, Leaves, Node, Scan, TileLeaves, tile_root
 
 
 def _leaves(count: int) -> list[tuple[int, str, bytes]]:
@@ -17,34 +17,54 @@ def _leaves(count: int) -> list[tuple[int, str, bytes]]:
     ]
 
 
-def _expanded(completed: list[_Node | _TileLeaves]) -> list[_Node]:
-    return [
-        node for item in completed for node in (item.nodes() if isinstance(item, _TileLeaves) else [item])
-    ]
+def _expanded(completed: list[Node | TileLeaves]) -> list[Node]:
+    return [node for item in completed for node in (item.nodes() if isinstance(item, TileLeaves) else [item])]
 
 
 @pytest.mark.parametrize("stored_size", [0, 300, 700, 5000])
 @pytest.mark.parametrize("first_leaves", [0, 5, 256])
-def test_tile_appends_match_leaf_appends(stored_size: int, first_leaves: int) -> None:
+@pytest.mark.parametrize("with_submissions", [True, False])
+def test_tile_appends_match_leaf_appends(stored_size: int, first_leaves: int, with_submissions: bool) -> None:
     leaves = _leaves(1800)
-    by_leaf, by_tile = _Scan(stored_size, None), _Scan(stored_size, None)
-    nodes_by_leaf: list[_Node | _TileLeaves] = []
-    nodes_by_tile: list[_Node | _TileLeaves] = []
-    for leaf in leaves:
-        by_leaf.append_leaf(*leaf, nodes_by_leaf)
-    for leaf in leaves[:first_leaves]:
-        by_tile.append_leaf(*leaf, nodes_by_tile)
-    by_tile.append(leaves[first_leaves:], nodes_by_tile)
+    by_leaf, by_tile = Scan(stored_size, None), Scan(stored_size, None)
+    nodes_by_leaf: list[Node | TileLeaves] = []
+    nodes_by_tile: list[Node | TileLeaves] = []
+    for seq, _, leaf in leaves:
+        by_leaf.append_leaf(seq, leaf, nodes_by_leaf)
+    for seq, _, leaf in leaves[:first_leaves]:
+        by_tile.append_leaf(seq, leaf, nodes_by_tile)
+    rest = leaves[first_leaves:]
+    held = Leaves(
+        first_leaves + 1,
+        b"".join(leaf for _, _, leaf in rest),
+        [submission for _, submission, _ in rest] if with_submissions else None,
+    )
+    by_tile.append(held, nodes_by_tile)
     assert by_tile.frontier == by_leaf.frontier
-    assert all(not isinstance(item, _TileLeaves) for item in nodes_by_leaf)
+    assert all(not isinstance(item, TileLeaves) for item in nodes_by_leaf)
     assert _expanded(nodes_by_tile) == nodes_by_leaf
     assert len(nodes_by_leaf) == min(stored_size, len(leaves)) + min(stored_size, len(leaves)) // TILE_WIDTH
+
+
+def test_leaves_split_keeps_positions_and_submissions() -> None:
+    leaves = _leaves(10)
+    held = Leaves(1, b"".join(leaf for _, _, leaf in leaves), [submission for _, submission, _ in leaves])
+    head, tail = held.split(4)
+    assert (len(head), len(tail), tail.first_seq) == (4, 6, 5)
+    assert [tail.leaf(i) for i in range(6)] == [leaf for _, _, leaf in leaves[4:]]
+    assert tail.submissions == [submission for _, submission, _ in leaves[4:]]
+    with pytest.raises(ValueError, match="32 bytes each"):
+        Leaves(1, b"\x00" * 33, None)
+    with pytest.raises(ValueError, match="32 bytes each"):
+        Leaves(1, b"\x00" * 64, ["one"])
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 255, TILE_WIDTH, 257])
 def test_a_tile_root_is_the_reference_root(count: int) -> None:
     hashes = [leaf for _, _, leaf in _leaves(count)]
-    assert _tile_root(hashes) == root_from_leaf_hashes(hashes)
-    hashes[count // 2] = hashes[count // 2][:31]  # not a hash: refused as the reference refuses it
+    assert tile_root(b"".join(hashes)) == root_from_leaf_hashes(hashes)
+    hashes[count // 2] = hashes[count // 2][
+        : HASH_SIZE - 1
+    ]  # not a hash: refused as the reference refuses it
     with pytest.raises(ValueError, match="must be 32 bytes"):
-        _tile_root(hashes)
+        tile_root(b"".join(hashes))

@@ -13,7 +13,7 @@ from engine.canonical import to_hex
 from engine.merkle import cournot_root
 from ledger.store.hashing import canonical_text, entry_hash, submission_header, text_sha256
 from ledger.verify.canonical_form import MISSING, cournot_root_hex, top_level_value
-from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text, _plain
+from ledger.verify.checks import _entry_hash, _evidence_ids_written, _header_text, _plain, _text_sha256
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup, steps_of
 
 
@@ -185,3 +185,16 @@ def test_evidence_ids_fast_path_agrees_with_the_general_path(text: str, column: 
 def test_evidence_ids_fast_path_takes_the_engine_s_steps() -> None:
     assert _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ["e1", "e2"])
     assert not _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ['e1","e2'])
+
+
+@given(st.text())
+@example("\ud800")  # a lone surrogate: no UTF-8 form, refused by both
+@example('{"a":"\u00e9\u4e2d\U0001f600"}')
+def test_the_checks_text_hash_is_the_ledger_text_hash(text: str) -> None:
+    try:
+        expected = text_sha256(text)
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            _text_sha256(text)
+        return
+    assert _text_sha256(text) == expected

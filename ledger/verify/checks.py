@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -48,6 +48,12 @@ from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 __all__ = ["Problem", "check_submission"]
 
 _ACTION_HEAD = '{"action":"'
+# Which payload each part the roots are recomputed from is taken from (RootChecks.roots reads the
+# prompt spec and the evidence items from submission.received, the verdict from verdict.issued).
+PIECES_OF: Final[dict[str, tuple[str, ...]]] = {
+    "submission.received": ("prompt_spec", "items"),
+    "verdict.issued": ("verdict",),
+}
 _EVIDENCE_AFTER_ACTION = '","evidence_ids":'
 
 
@@ -266,7 +272,7 @@ class _Checker(RootChecks):
             if viewed is not None:
                 if entry.kind not in self.payloads:
                     self.payloads[entry.kind] = viewed[0]
-                    self.pieces.update(viewed[1])
+                    self._keep_pieces(entry.kind, viewed[1])
                 return viewed[0]
         try:
             payload, canonical, pieces = parse_canonical(entry.payload_canonical, split=split)
@@ -277,8 +283,18 @@ class _Checker(RootChecks):
             self.report("payload_not_canonical", "the payload text is not in canonical form", **_where(entry))
         if entry.kind not in self.payloads and entry.kind != "trace.step":
             self.payloads[entry.kind] = payload
-            self.pieces.update(pieces)
+            self._keep_pieces(entry.kind, pieces)
         return payload
+
+    def _keep_pieces(self, kind: str, pieces: dict[str, Any]) -> None:
+        """Keep the canonical bytes of the parts the roots are recomputed from, each from the one
+        payload :meth:`roots` reads it from (:data:`PIECES_OF`): the prompt spec and the evidence
+        items from ``submission.received``, the verdict from ``verdict.issued``. A member of the
+        same name in another payload (a ``verdict.issued`` carrying an ``evidence_bundle``) must not
+        stand in for them, or the roots would be recomputed from bytes other than the ones checked."""
+        for name in PIECES_OF.get(kind, ()):
+            if name in pieces:
+                self.pieces[name] = pieces[name]
 
     def structure(self) -> None:
         kinds = [entry.kind for entry in self.group.entries]

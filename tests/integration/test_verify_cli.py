@@ -185,6 +185,42 @@ def test_a_tampered_evidence_item_is_an_evidence_root_challenge(migrated_databas
     )
 
 
+def test_evidence_items_in_the_verdict_payload_do_not_stand_in_for_the_received_ones(
+    migrated_database_url: str,
+) -> None:
+    """The evidence root is recomputed from the ``submission.received`` items even when a tampered
+    ``verdict.issued`` payload carries an ``evidence_bundle`` holding the original items."""
+    url = migrated_database_url
+    stored = build_ledger(url, limit=2)
+    target = stored[1].submission_id
+    [[received_text]] = query(
+        url,
+        "SELECT payload_canonical FROM ledger_store.entries WHERE submission_id = %(s)s "
+        "AND kind = 'submission.received'",
+        {"s": target},
+    )
+    original_bundle = canonical_text(json.loads(received_text)["evidence_bundle"])
+    tamper(
+        url,
+        "UPDATE ledger_store.entries SET payload_canonical = replace(payload_canonical, '\"status_code\":200', "
+        "'\"status_code\":201') WHERE submission_id = %(s)s AND kind = 'submission.received'",
+        {"s": target},
+    )
+    tamper(  # "evidence_bundle" sorts first: the text stays canonical
+        url,
+        "UPDATE ledger_store.entries SET payload_canonical = '{\"evidence_bundle\":' || %(b)s || ',' "
+        "|| substr(payload_canonical, 2) WHERE submission_id = %(s)s AND kind = 'verdict.issued'",
+        {"s": target, "b": original_bundle},
+    )
+
+    code, report = ledger_json(url, "verify", "--no-translog")
+
+    assert code == 1
+    found = {p["code"]: p for p in problems(report)}
+    assert "evidence_root_mismatch" in found, sorted(found)
+    assert found["evidence_root_mismatch"]["submission_id"] == target
+
+
 def test_a_deleted_entry_breaks_the_global_sequence_and_its_chain(migrated_database_url: str) -> None:
     url = migrated_database_url
     stored = build_ledger(url, limit=3)

@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel
 
 from engine.canonical_models import declared_models_only, direct_fields, model_bytes
-from engine.float_spelling import may_hold_small_float
+from engine.float_spelling import may_hold_small_float, repr_floats
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
@@ -454,7 +454,10 @@ def canonical_bytes_of_plain(plain: Any) -> bytes:
         fast = None
     if fast is not None and not may_hold_small_float(fast):
         return fast
-    return canonical_bytes(plain)
+    try:  # the floats orjson may spell unlike repr, written as their repr
+        return orjson.dumps(repr_floats(plain), option=orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z)
+    except (ValueError, TypeError, RecursionError, orjson.JSONEncodeError):
+        return canonical_bytes(plain)
 
 
 def sha256(data: bytes) -> bytes:

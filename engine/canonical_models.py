@@ -11,9 +11,11 @@ lists, ``str``, ``int``, ``bool``, ``None`` inside lists, floats that orjson for
 :func:`engine.canonical.format_datetime_canonical` does. Validated wire models (the prompt spec,
 evidence items, verdicts) are such models: their timestamps are normalised to UTC.
 
-Anything else (a ``None`` in a dict, a small or huge float, another time zone, a tuple, an enum,
-an int orjson refuses, a lone surrogate) returns ``None`` and the caller takes the reference path,
-so the bytes never differ; equality with the reference is property-tested.
+A dump that also holds a ``None`` in a dict or a small or huge float is written by
+:func:`engine.float_spelling.repr_floats` (None dropped, such floats as their ``repr``). Anything
+else (another time zone, a tuple, an enum, an int orjson refuses, a lone surrogate) returns ``None``
+and the caller takes the reference path, so the bytes never differ; equality with the reference is
+property-tested.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any, Final, get_args
 
 import orjson
 from pydantic import BaseModel, RootModel
+
+from engine.float_spelling import repr_floats
 
 __all__ = [
     "declared_models_only",
@@ -180,9 +184,20 @@ def ready_dump_bytes(dumped: Any) -> bytes | None:
 
 
 def model_bytes(model: BaseModel) -> bytes | None:
-    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure."""
-    dumped = ready_dump(model)
-    return None if dumped is None else ready_dump_bytes(dumped)
+    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure.
+
+    A dump holding floats orjson may spell unlike ``repr`` is written with those floats as their
+    ``repr`` (:func:`engine.float_spelling.repr_floats`) instead of declining."""
+    fields = ready_fields(model)
+    if fields is not None:
+        return ready_dump_bytes(fields)
+    try:
+        dumped = model.model_dump(mode="python", by_alias=True, exclude_none=True)
+        if json_ready(dumped):
+            return orjson.dumps(dumped, option=_OPTIONS)
+        return orjson.dumps(repr_floats(dumped), option=_OPTIONS)
+    except Exception:  # any refusal (a failing serializer, a value repr_floats or orjson refuses)
+        return None  # is for the reference path to decide and report
 
 
 def declared_models_only(item: Any, declared: frozenset[type]) -> bool:

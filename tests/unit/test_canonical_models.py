@@ -97,9 +97,6 @@ def test_utc_datetimes_from_year_1000_take_the_fast_path(when: datetime) -> None
 @pytest.mark.parametrize(
     "payload",
     [
-        {"a": None},
-        [1e-05],
-        [1e16],
         (1, 2),
         _Color.RED,
         b"\x01",
@@ -121,6 +118,14 @@ def test_values_orjson_could_write_otherwise_decline(payload: Any) -> None:
             canonical_bytes(doc)
     else:
         assert canonical_bytes(doc) == expected
+
+
+@pytest.mark.parametrize(
+    "payload", [{"a": None}, [1e-05], [1e16], {"x": [-1.5e-07, 0.0, None, 1e300]}, [5e-324, -1e15]]
+)
+def test_none_in_dicts_and_floats_orjson_spells_otherwise_are_written_as_the_reference(payload: Any) -> None:
+    doc = _Doc(label="x", when=datetime(2026, 1, 1, tzinfo=UTC), payload=payload)
+    assert model_bytes(doc) == _reference(doc)
 
 
 def test_json_ready_accepts_plain_json_only() -> None:

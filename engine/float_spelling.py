@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import orjson
 
 __all__ = ["may_hold_small_float", "repr_floats"]
 
 _INFINITIES = (math.inf, -math.inf)  # not Final: a compiled Final float tuple reads as unset
+_FRAGMENT: Final[Any] = getattr(orjson, "Fragment", None)  # pre-serialised JSON, written as it is
 
 
 def may_hold_small_float(text: bytes) -> bool:
@@ -76,7 +77,9 @@ def repr_floats(value: Any) -> Any:
             return number
         if number != number or number in _INFINITIES:
             raise ValueError("not a finite float")
-        return orjson.Fragment(float.__repr__(number).encode("ascii"))
+        if _FRAGMENT is None:  # an orjson without Fragment: the exact path decides
+            raise ValueError("orjson cannot write a float as its repr")
+        return _FRAGMENT(float.__repr__(number).encode("ascii"))
     if kind is datetime:
         moment: datetime = value
         if moment.tzinfo is UTC and moment.year >= 1000:

@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel
 
 from engine.canonical_models import declared_models_only, direct_fields, model_bytes
-from engine.float_spelling import may_hold_small_float
+from engine.float_spelling import may_hold_small_float, repr_floats
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
@@ -141,6 +141,29 @@ def _plain(value: Any) -> Any:
     if not names:  # (a model allowing extra fields has no direct plan: its extras are dumped)
         return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
     data: dict[str, Any] = value.__dict__
+    if len(data) != len(names):  # not just the fields: read them one by one
+        return _plain_fields(value, data, names)
+    model_out = data.copy()  # a C-level copy (no insert per field); only None and non-scalars change
+    for name, declared in names:
+        item = model_out.get(name, _ABSENT)
+        if item is None:
+            del model_out[name]
+            continue
+        kind_of_item = type(item)
+        if kind_of_item is str or kind_of_item is int or kind_of_item is bool:
+            continue
+        if item is _ABSENT:
+            raise _NeedsSlowPath
+        if declared is not None and not declared_models_only(item, declared):
+            # pydantic dumps a model held in a typed field by the declared class (a subclass's
+            # extra fields are dropped): let it.
+            return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
+        model_out[name] = _plain(item)
+    return model_out
+
+
+def _plain_fields(value: Any, data: dict[str, Any], names: _Plan) -> Any:
+    """:func:`_plain` of a direct-field model read field by field (its ``__dict__`` holds more)."""
     model_out: dict[str, Any] = {}
     for name, declared in names:
         item = data.get(name, _ABSENT)
@@ -149,8 +172,6 @@ def _plain(value: Any) -> Any:
         if item is _ABSENT:
             raise _NeedsSlowPath
         if declared is not None and not declared_models_only(item, declared):
-            # pydantic dumps a model held in a typed field by the declared class (a subclass's
-            # extra fields are dropped): let it.
             return _plain(value.model_dump(mode="python", by_alias=True, exclude_none=True))
         kind_of_item = type(item)
         model_out[name] = (
@@ -187,7 +208,8 @@ def _plain_items(items: list[Any]) -> list[Any]:
 
 
 _ABSENT: Final[Any] = object()
-_DIRECT_FIELDS: dict[type, tuple[tuple[str, frozenset[type] | None], ...]] = {}
+_Plan = tuple[tuple[str, frozenset[type] | None], ...]
+_DIRECT_FIELDS: Final[dict[type, _Plan]] = {}
 
 
 def plain_data(value: Any) -> Any:
@@ -432,7 +454,10 @@ def canonical_bytes_of_plain(plain: Any) -> bytes:
         fast = None
     if fast is not None and not may_hold_small_float(fast):
         return fast
-    return canonical_bytes(plain)
+    try:  # the floats orjson may spell unlike repr, written as their repr
+        return orjson.dumps(repr_floats(plain), option=orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z)
+    except (ValueError, TypeError, RecursionError, orjson.JSONEncodeError):
+        return canonical_bytes(plain)
 
 
 def sha256(data: bytes) -> bytes:

@@ -1,5 +1,8 @@
 """Canonical bytes of a pydantic model in one dump and one orjson call (no Python callback per value).
 
+The dump is read from the model's fields (:func:`ready_fields`, a compiled walk) wherever the
+dump is just those fields, and taken from ``model_dump`` otherwise.
+
 :func:`model_bytes` is :func:`engine.canonical.canonical_bytes` for a model whose dump holds only
 values orjson writes in canonical form as they are: dicts with ``str`` keys and no ``None`` value,
 lists, ``str``, ``int``, ``bool``, ``None`` inside lists, floats that orjson formats like ``repr``
@@ -8,9 +11,11 @@ lists, ``str``, ``int``, ``bool``, ``None`` inside lists, floats that orjson for
 :func:`engine.canonical.format_datetime_canonical` does. Validated wire models (the prompt spec,
 evidence items, verdicts) are such models: their timestamps are normalised to UTC.
 
-Anything else (a ``None`` in a dict, a small or huge float, another time zone, a tuple, an enum,
-an int orjson refuses, a lone surrogate) returns ``None`` and the caller takes the reference path,
-so the bytes never differ; equality with the reference is property-tested.
+A dump that also holds a ``None`` in a dict or a small or huge float is written by
+:func:`engine.float_spelling.repr_floats` (None dropped, such floats as their ``repr``). Anything
+else (another time zone, a tuple, an enum, an int orjson refuses, a lone surrogate) returns ``None``
+and the caller takes the reference path, so the bytes never differ; equality with the reference is
+property-tested.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any, Final, get_args
 import orjson
 from pydantic import BaseModel, RootModel
 
+from engine.float_spelling import repr_floats
+
 __all__ = [
     "declared_models_only",
     "direct_fields",
@@ -29,6 +36,7 @@ __all__ = [
     "models_in",
     "ready_dump",
     "ready_dump_bytes",
+    "ready_fields",
 ]
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
@@ -72,8 +80,92 @@ def json_ready(value: Any) -> bool:
     return False
 
 
+_Plan = tuple[tuple[str, frozenset[type] | None], ...]
+_PLANS: Final[dict[type, _Plan]] = {}
+_ABSENT: Final[Any] = object()
+
+
+def _plan(kind: type) -> _Plan:
+    """:func:`direct_fields` of a model class, cached (classes are keys: no isinstance per model)."""
+    plan = _PLANS.get(kind)
+    if plan is None:
+        plan = _PLANS[kind] = direct_fields(kind)
+    return plan
+
+
+def _ready_fields(model: Any, plan: _Plan) -> dict[str, Any] | None:
+    """The fields of a direct-field model (None dropped), each orjson-ready, else ``None``.
+
+    A C-level copy of ``__dict__`` (no insert per field); it must hold exactly the plan's fields,
+    so only None entries are deleted and model-typed entries rewritten."""
+    data: dict[str, Any] = model.__dict__
+    if len(data) != len(plan):
+        return None
+    out = data.copy()
+    for name, declared in plan:
+        item = out.get(name, _ABSENT)
+        if item is None:
+            del out[name]
+            continue
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or json_ready(item):
+            continue
+        if item is _ABSENT or declared is None:
+            return None
+        ready = _ready_declared(item, declared)
+        if ready is None:
+            return None
+        out[name] = ready
+    return out
+
+
+def _ready_declared(item: Any, declared: frozenset[type]) -> Any:
+    """A value of a field typed with models: models of exactly a declared class become their
+    ready fields; lists are walked; anything else must be :func:`json_ready`. ``None`` if unsure."""
+    kind = type(item)
+    if kind in declared:
+        plan = _plan(kind)
+        return _ready_fields(item, plan) if plan else None
+    if kind is list:
+        items: list[Any] = item
+        out: list[Any] = []
+        for element in items:
+            if element is None:
+                out.append(None)
+                continue
+            ready = _ready_declared(element, declared)
+            if ready is None:
+                return None
+            out.append(ready)
+        return out
+    return item if json_ready(item) else None
+
+
+def ready_fields(model: BaseModel) -> dict[str, Any] | None:
+    """:func:`ready_dump` read from the fields, without ``model_dump``, or ``None`` when unsure.
+
+    Applies to a model whose dump is its fields (:func:`direct_fields`: no aliases, serializers,
+    computed or excluded fields, no ``extra="allow"``), at every depth, while each field typed with
+    models holds instances of exactly the declared classes (pydantic dumps another class by the
+    declared schema). Every other value must be :func:`json_ready` as it is; such a value is what
+    the python-mode dump returns for it, so the result equals the dump (property-tested).
+    """
+    plan = _plan(type(model))
+    if not plan:
+        return None
+    try:
+        return _ready_fields(model, plan)
+    except RecursionError:
+        return None
+
+
 def ready_dump(model: BaseModel) -> dict[str, Any] | None:
-    """``model``'s ``exclude_none`` python dump when :func:`json_ready` holds for it, else ``None``."""
+    """``model``'s ``exclude_none`` python dump when :func:`json_ready` holds for it, else ``None``.
+
+    Read from the fields (:func:`ready_fields`) when it can be; else dumped and checked."""
+    fields = ready_fields(model)
+    if fields is not None:
+        return fields
     try:
         dumped = model.model_dump(mode="python", by_alias=True, exclude_none=True)
         return dumped if json_ready(dumped) else None
@@ -92,9 +184,20 @@ def ready_dump_bytes(dumped: Any) -> bytes | None:
 
 
 def model_bytes(model: BaseModel) -> bytes | None:
-    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure."""
-    dumped = ready_dump(model)
-    return None if dumped is None else ready_dump_bytes(dumped)
+    """Canonical bytes of ``model`` (its ``exclude_none`` python dump), or ``None`` when unsure.
+
+    A dump holding floats orjson may spell unlike ``repr`` is written with those floats as their
+    ``repr`` (:func:`engine.float_spelling.repr_floats`) instead of declining."""
+    fields = ready_fields(model)
+    if fields is not None:
+        return ready_dump_bytes(fields)
+    try:
+        dumped = model.model_dump(mode="python", by_alias=True, exclude_none=True)
+        if json_ready(dumped):
+            return orjson.dumps(dumped, option=_OPTIONS)
+        return orjson.dumps(repr_floats(dumped), option=_OPTIONS)
+    except Exception:  # any refusal (a failing serializer, a value repr_floats or orjson refuses)
+        return None  # is for the reference path to decide and report
 
 
 def declared_models_only(item: Any, declared: frozenset[type]) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import orjson
 
@@ -63,6 +63,9 @@ __all__ = [
 ]
 
 
+_ABSENT: Final[Any] = object()
+
+
 def step_hash(step: ReasoningStep) -> str:
     """Hash of a step as committed: ``hash_commitment`` is never part of the preimage."""
     if step.hash_commitment is not None:
@@ -106,19 +109,24 @@ def _orjson_plain(value: Any) -> Any:
     raise ValueError("not plain JSON data, or a float orjson could format unlike repr")
 
 
+_STEP_FIELDS: Final = len(ReasoningStep.model_fields)
+
+
 def _read_step(step: ReasoningStep, orjson_ready: bool) -> dict[str, Any] | None:
-    if type(step) is not ReasoningStep or step.hash_commitment is not None:
+    if type(step) is not ReasoningStep:
         return None
-    fields = step.__dict__
+    fields: dict[str, Any] = step.__dict__
+    if len(fields) != _STEP_FIELDS or fields.get("hash_commitment", _ABSENT) is not None:
+        return None  # with every name below read, the dict holds exactly the step's fields
     try:
         if orjson_ready:
             inputs, output = _orjson_plain(fields["inputs"]), _orjson_plain(fields["output"])
         else:
             inputs, output = plain_data(fields["inputs"]), plain_data(fields["output"])
-    except (ValueError, RecursionError):  # not plain data: the model-dump path decides
+        scalars = (fields["schema_version"], fields["step_id"], fields["type"], fields["action"])
+        evidence_ids, prior_step_ids = fields["evidence_ids"], fields["prior_step_ids"]
+    except (ValueError, RecursionError, KeyError):  # not plain data: the model-dump path decides
         return None
-    scalars = (fields["schema_version"], fields["step_id"], fields["type"], fields["action"])
-    evidence_ids, prior_step_ids = fields["evidence_ids"], fields["prior_step_ids"]
     if (
         any(type(value) is not str for value in scalars)
         or type(evidence_ids) is not list
@@ -127,16 +135,13 @@ def _read_step(step: ReasoningStep, orjson_ready: bool) -> dict[str, Any] | None
         or any(type(value) is not str for value in prior_step_ids)
     ):
         return None
-    return {
-        "schema_version": scalars[0],
-        "step_id": scalars[1],
-        "type": scalars[2],
-        "inputs": inputs,
-        "action": scalars[3],
-        "output": output,
-        "evidence_ids": list(evidence_ids),
-        "prior_step_ids": list(prior_step_ids),
-    }
+    plain = fields.copy()  # a C-level copy of the step's own field dict, then its four containers
+    del plain["hash_commitment"]
+    plain["inputs"] = inputs
+    plain["output"] = output
+    plain["evidence_ids"] = list(evidence_ids)
+    plain["prior_step_ids"] = list(prior_step_ids)
+    return plain
 
 
 def plain_step(step: ReasoningStep) -> dict[str, Any] | None:

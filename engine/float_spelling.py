@@ -8,7 +8,16 @@ look alike only cost the slower, exact path. Compiled with the engine (:mod:`eng
 
 from __future__ import annotations
 
-__all__ = ["may_hold_small_float"]
+import math
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+import orjson
+
+__all__ = ["may_hold_small_float", "repr_floats"]
+
+_INFINITIES = (math.inf, -math.inf)  # not Final: a compiled Final float tuple reads as unset
+_FRAGMENT: Final[Any] = getattr(orjson, "Fragment", None)  # pre-serialised JSON, written as it is
 
 
 def may_hold_small_float(text: bytes) -> bool:
@@ -29,3 +38,50 @@ def may_hold_small_float(text: bytes) -> bool:
             return True
         at = find(b"-", at + 1)
     return False
+
+
+def repr_floats(value: Any) -> Any:
+    """A copy of JSON data for orjson in which each float it may spell unlike ``repr`` is an
+    ``orjson.Fragment`` holding that ``repr`` (what the canonical form writes), None dropped from
+    dicts (kept elsewhere); ``ValueError`` for anything else (NaN, infinities, non-``str`` keys,
+    tuples, models, datetimes not in UTC from year 1000 on). Property-tested against the reference.
+    """
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in cast(dict[Any, Any], value).items():  # typed: a native dict walk
+            if item is None:
+                continue
+            if type(key) is not str:
+                raise ValueError("not plain JSON data")
+            kind_of_item = type(item)
+            out[key] = (
+                item
+                if kind_of_item is str or kind_of_item is int or kind_of_item is bool
+                else repr_floats(item)
+            )
+        return out
+    if kind is list:
+        items = cast(list[Any], value).copy()
+        for index in range(len(items)):
+            item = items[index]
+            kind_of_item = type(item)
+            if not (kind_of_item is str or kind_of_item is int or kind_of_item is bool or item is None):
+                items[index] = repr_floats(item)
+        return items
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        number: float = value
+        if number == 0.0 or 1e-3 <= abs(number) < 1e15:
+            return number
+        if number != number or number in _INFINITIES:
+            raise ValueError("not a finite float")
+        if _FRAGMENT is None:  # an orjson without Fragment: the exact path decides
+            raise ValueError("orjson cannot write a float as its repr")
+        return _FRAGMENT(float.__repr__(number).encode("ascii"))
+    if kind is datetime:
+        moment: datetime = value
+        if moment.tzinfo is UTC and moment.year >= 1000:
+            return moment  # orjson writes it with OPT_UTC_Z as the canonical form does
+    raise ValueError("not plain JSON data")

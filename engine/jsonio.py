@@ -153,25 +153,30 @@ def loads_strict(
     ``max_integer_digits`` and ``exact_numbers`` add the number checks described in the module
     docstring. Every refusal names the JSON path of the first offending value in document order.
     """
+    fast_allowed = max_integer_digits is None or max_integer_digits >= _ORJSON_INTEGER_DIGITS
     if isinstance(data, (bytes, bytearray)):
+        raw = bytes(data)
+        if fast_allowed and not raw.startswith(_UTF8_BOM):
+            # orjson refuses invalid UTF-8 itself (the decode below then reports where), so the
+            # bytes need not be decoded to a str first.
+            fast = _decoded_fast_bytes(raw)
+            if fast is not None and not (exact_numbers and _may_underflow(raw.decode("utf-8"), fast[1])):
+                return _bounded(fast, max_depth)
         try:
-            text = bytes(data).decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise StrictJSONError(
                 "invalid_utf8", f"byte {exc.start} is not valid UTF-8 ({exc.reason})"
             ) from exc
+        fast_allowed = False  # orjson declined these very bytes
     else:
         text = data
     if text.startswith("\ufeff"):
         raise StrictJSONError("invalid_json", "a byte order mark is not allowed")
-    if max_integer_digits is None or max_integer_digits >= _ORJSON_INTEGER_DIGITS:
+    if fast_allowed:
         fast = _decoded_fast(text)
         if fast is not None and not (exact_numbers and _may_underflow(text, fast[1])):
-            value, _, openings = fast
-            # As in _checked: the brackets bound the nesting (the re-encoding has the same ones).
-            if isinstance(value, (dict, list)) and openings > max_depth:
-                _check_depth(value, max_depth)
-            return value
+            return _bounded(fast, max_depth)
     hooks = _Hooks(max_integer_digits)
     # Without a digit bound, integers are decoded by the C decoder itself (no call per literal);
     # one beyond the interpreter's digit limit raises a plain ValueError there, and the document is
@@ -197,6 +202,7 @@ def loads_strict(
 
 
 _UNDERFLOW_ZEROS = "0" * 300
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def _may_underflow(text: str, encoded: bytes) -> bool:
@@ -266,11 +272,42 @@ def _decoded_fast(text: str) -> tuple[Any, bytes, int] | None:
         encoded = orjson.dumps(value)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
-    structure = encoded.translate(None, _ALL_BUT_STRUCTURE)
-    colons, pluses = structure.count(b":"), structure.count(b"+")
-    if (pluses and b"e+" in encoded) or colons != text.count(":"):
+    return _proved(value, encoded, text.count(":"))
+
+
+def _decoded_fast_bytes(raw: bytes) -> tuple[Any, bytes, int] | None:
+    """:func:`_decoded_fast` of UTF-8 bytes, which orjson decodes as they are (no str made first).
+
+    orjson refuses invalid UTF-8 (None: the caller's decode reports it); for valid UTF-8 it decodes
+    what it decodes from the str, and ASCII ``:`` and ``\\u003`` are the same bytes in both forms.
+    """
+    if b"\\u003" in raw:
         return None
-    return value, encoded, len(structure) - colons - pluses
+    try:
+        value = orjson.loads(raw)
+        encoded = orjson.dumps(value)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    return _proved(value, encoded, raw.count(b":"))
+
+
+def _proved(value: Any, encoded: bytes, colons: int) -> tuple[Any, bytes, int] | None:
+    """The proofs of :func:`_decoded_fast` on orjson's re-encoding ``encoded`` of ``value``, given the
+    source's count of ``:``."""
+    structure = encoded.translate(None, _ALL_BUT_STRUCTURE)
+    encoded_colons, pluses = structure.count(b":"), structure.count(b"+")
+    if (pluses and b"e+" in encoded) or encoded_colons != colons:
+        return None
+    return value, encoded, len(structure) - encoded_colons - pluses
+
+
+def _bounded(fast: tuple[Any, bytes, int], max_depth: int) -> Any:
+    """A fast decode's value once its nesting is within ``max_depth``."""
+    value, _, openings = fast
+    # As in _checked: the brackets bound the nesting (the re-encoding has the same ones).
+    if isinstance(value, (dict, list)) and openings > max_depth:
+        _check_depth(value, max_depth)
+    return value
 
 
 def _loads_hooked(text: str, hooks: _Hooks, exact_numbers: bool, max_depth: int) -> Any:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from engine.canonical import _dumps_reference, canonical_bytes
-from engine.canonical_models import json_ready, model_bytes
+from engine.canonical_models import json_ready, model_bytes, ready_dump, ready_dump_bytes, ready_fields
 from engine.jsonio import loads_strict
 from engine.schemas import EvidenceBundle, PromptSpec
 from tests.golden.regenerate import CORPUS_DIR
@@ -97,9 +97,6 @@ def test_utc_datetimes_from_year_1000_take_the_fast_path(when: datetime) -> None
 @pytest.mark.parametrize(
     "payload",
     [
-        {"a": None},
-        [1e-05],
-        [1e16],
         (1, 2),
         _Color.RED,
         b"\x01",
@@ -121,6 +118,14 @@ def test_values_orjson_could_write_otherwise_decline(payload: Any) -> None:
             canonical_bytes(doc)
     else:
         assert canonical_bytes(doc) == expected
+
+
+@pytest.mark.parametrize(
+    "payload", [{"a": None}, [1e-05], [1e16], {"x": [-1.5e-07, 0.0, None, 1e300]}, [5e-324, -1e15]]
+)
+def test_none_in_dicts_and_floats_orjson_spells_otherwise_are_written_as_the_reference(payload: Any) -> None:
+    doc = _Doc(label="x", when=datetime(2026, 1, 1, tzinfo=UTC), payload=payload)
+    assert model_bytes(doc) == _reference(doc)
 
 
 def test_json_ready_accepts_plain_json_only() -> None:
@@ -164,3 +169,78 @@ def test_extras_set_by_hand_are_canonicalised_as_the_model_dump_does(extra: str)
         object.__setattr__(model, "__pydantic_extra__", extras)
         assert canonicalize_value(model) == _canonicalize_reference(model)
         assert canonicalize_value({"m": [model]}) == _canonicalize_reference({"m": [model]})
+
+
+def _dump(model: BaseModel) -> Any:
+    return model.model_dump(mode="python", by_alias=True, exclude_none=True)
+
+
+class _SubLeaf(_Leaf):
+    secret: str = "dropped by the declared schema"
+
+
+@given(docs)
+@settings(max_examples=1500, deadline=None)
+def test_ready_fields_equal_the_ready_dump_or_decline(doc: _Doc) -> None:
+    """Read from the fields: the dump itself (and so the same bytes), or None."""
+    fields = ready_fields(doc)
+    if fields is not None:
+        assert fields == _dump(doc)
+        assert json_ready(fields)
+        assert ready_dump_bytes(fields) in (None, _reference(doc))  # None: an int beyond 64 bits
+    assert ready_dump(doc) in (None, _dump(doc))
+
+
+def test_corpus_inputs_are_read_from_their_fields() -> None:
+    """Every corpus spec, bundle and item: fields read equal to the dump, and read at all for most."""
+    read = total = 0
+    for path in sorted(CORPUS_DIR.glob("*.json")):
+        document = loads_strict(path.read_bytes())
+        bundle = EvidenceBundle.model_validate(document["evidence_bundle"])
+        for model in [PromptSpec.model_validate(document["prompt_spec"]), bundle, *bundle.items]:
+            total += 1
+            fields = ready_fields(model)
+            if fields is not None:
+                assert fields == _dump(model)
+                assert ready_dump_bytes(fields) == _reference(model)
+                read += 1
+    assert read >= total - 10  # all but those holding small floats
+
+
+def test_ready_fields_decline_what_the_dump_decides() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    # a subclass in a model-typed field: pydantic dumps it by the declared class
+    sub = _Doc.model_construct(label="x", when=when, leaves=[_SubLeaf(name="a")], extra={}, payload=None)
+    assert ready_fields(sub) is None
+    assert canonical_bytes(sub) == _reference(sub)
+    # a model where the field is typed Any; a None inside a dict; a tuple
+    for payload in (_Leaf(name="a"), {"a": None}, (1,)):
+        doc = _Doc(label="x", when=when, payload=payload)
+        assert ready_fields(doc) is None
+        assert canonical_bytes(doc) == _reference(doc)
+    # a field missing from __dict__, and a key in __dict__ that is not a field
+    partial = _Doc.model_construct(label="x")
+    assert ready_fields(partial) is None
+    stray = _Doc(label="x", when=when)
+    stray.__dict__["stray"] = 1
+    assert ready_fields(stray) is None
+    assert canonical_bytes(stray) == _reference(stray)
+    # a model whose dump is not its fields
+    aliased = _Aliased(value="v")
+    assert ready_fields(aliased) is None
+    assert canonical_bytes(aliased) == _reference(aliased) == b'{"v-alias":"v"}'
+
+
+class _Aliased(BaseModel):
+    value: str = Field(serialization_alias="v-alias")
+
+
+def test_canonicalize_value_ignores_a_stray_dict_entry_as_the_dump_does() -> None:
+    from engine.canonical import _canonicalize_reference, canonicalize_value
+
+    doc = _Doc(label="x", when=datetime(2026, 1, 1, tzinfo=UTC), leaves=[_Leaf(name="a")])
+    doc.__dict__["stray"] = {"b": None}
+    assert "stray" not in canonicalize_value(doc)
+    assert canonicalize_value(doc) == _canonicalize_reference(doc)
+    del doc.__dict__["count"]  # a field missing (and as many entries as fields): the reference decides
+    assert canonicalize_value(doc) == _canonicalize_reference(doc)

@@ -195,6 +195,21 @@ def test_step_preimages_of_a_step_holding_a_model_or_tuple_use_the_model_dump() 
     assert preimages[0] == canonical_bytes(odd)
 
 
+def test_step_preimages_of_a_step_whose_field_dict_is_not_its_fields_use_the_model_dump() -> None:
+    from engine.canonical import _canonicalize_reference
+
+    stray = ReasoningStep(**STEP)
+    stray.__dict__["stray"] = "not a field"  # the dump ignores it; the plain value must too
+    swapped = ReasoningStep(**STEP)
+    swapped.__dict__["stray"] = "x"
+    del swapped.__dict__["action"]  # as many entries as fields, one of them not a field
+    for step in (stray, swapped):
+        plains, preimages = step_preimages([step])
+        assert "stray" not in plains[0]
+        assert plains[0] == _canonicalize_reference(step)
+        assert preimages[0] == canonical_bytes(plains[0])
+
+
 def test_canonical_walk_of_every_corpus_result_equals_the_reference_walk() -> None:
     from engine.canonical import _canonicalize_reference
     from engine.pipeline import run_pipeline

@@ -148,3 +148,59 @@ def test_fast_path_is_taken_for_plain_documents_and_left_for_escaped_colons() ->
     # the opening brackets are counted apart from the colons and pluses kept with them
     assert _decoded_fast('["+",{"x:":[]},"a+b"]') == (["+", {"x:": []}, "a+b"], b'["+",{"x:":[]},"a+b"]', 3)
     assert _decoded_fast('{"big":"+","n":[18446744073709551616]}') is None
+
+
+def _strict_any(data: bytes | str, *, exact_numbers: bool = False, max_depth: int = 64) -> tuple[str, Any]:
+    try:
+        return "ok", loads_strict(data, exact_numbers=exact_numbers, max_depth=max_depth)
+    except StrictJSONError as exc:
+        return "error", (exc.code, exc.path, exc.message)
+
+
+@given(_VALUES, st.booleans(), st.integers(min_value=1, max_value=70))
+@settings(max_examples=1000)
+def test_bytes_decode_as_their_text_does(value: Any, exact_numbers: bool, max_depth: int) -> None:
+    """Bytes go to orjson undecoded: the same value or the same error as the decoded text."""
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, indent=1)):
+        data = text.encode("utf-8")
+        expected = _strict_any(text, exact_numbers=exact_numbers, max_depth=max_depth)
+        assert _same(_strict_any(data, exact_numbers=exact_numbers, max_depth=max_depth), expected)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":"\xed\xa0\x80"}',  # a UTF-8-encoded surrogate
+        b'["\xc0\xaf"]',  # an overlong encoding
+        b'["\xf4\x90\x80\x80"]',  # beyond U+10FFFF
+        b'{"a":"\xe2\x82"}',  # truncated
+        b"\xff",
+        b'\xef\xbb\xbf{"a":1}',  # a byte order mark
+        b'\xef\xbb\xbf{"a":"\xff"}',  # a byte order mark, then invalid UTF-8: that error comes first
+        b'{"a":"\\u003a","a":1}',
+        b'{"a":1,"a":2}',
+        b"[18446744073709551616]",
+        b"[1e-400]",
+        b"[1e400]",
+        b'{"\xc3\xa9:":"\xe2\x82\xac","x":[1.5,-0.0]}',
+        b"[" * 70 + b"]" * 70,
+    ],
+)
+@pytest.mark.parametrize("exact_numbers", [False, True])
+def test_edge_bytes_decode_or_fail_as_before(data: bytes, exact_numbers: bool) -> None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        with pytest.raises(StrictJSONError) as refused:
+            loads_strict(data, exact_numbers=exact_numbers)
+        assert refused.value.code == "invalid_utf8"
+        assert refused.value.message.startswith(f"byte {exc.start} ")
+        return
+    assert _same(
+        _strict_any(data, exact_numbers=exact_numbers), _strict_any(text, exact_numbers=exact_numbers)
+    )
+    if not text.startswith("\ufeff"):  # (the hooked decoder alone is not what refuses a byte order mark)
+        assert _same(
+            _strict(data.decode("utf-8"), exact_numbers=exact_numbers),
+            _hooked(text, exact_numbers=exact_numbers),
+        )

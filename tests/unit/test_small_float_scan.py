@@ -10,13 +10,15 @@ let orjson's spelling of a small float through (a wrong hash).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.canonical import canonical_bytes
-from engine.float_spelling import may_hold_small_float
+from engine.float_spelling import may_hold_small_float, repr_floats
 
 RULE = re.compile(rb"0\.0000|[0-9]e-")
 
@@ -47,3 +49,41 @@ def test_canonical_bytes_spell_floats_as_python_does(values: list[object]) -> No
     data = canonical_bytes({"v": values})
     expected = [repr(v) if type(v) is float else orjson.dumps(v).decode() for v in values]
     assert data == ('{"v":[' + ",".join(expected) + "]}").encode()
+
+
+_ANY_FLOAT = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True) | st.sampled_from(
+    [0.0, -0.0, 1e-3, 0.00099, 1e15, 999999999999999.9, 1e-05, 1e16, 5e-324, -1.5e-07, 1e300]
+)
+_PLAIN = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | _ANY_FLOAT
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(_PLAIN)
+@settings(max_examples=1500, deadline=None)
+def test_floats_written_as_their_repr_give_the_reference_bytes(value: Any) -> None:
+    """orjson on repr_floats' copy: the reference bytes, whatever the floats' magnitudes."""
+    from engine.canonical import _dumps_reference, canonical_bytes_of_plain, canonicalize_value
+
+    try:
+        reference = _dumps_reference(value).encode("utf-8")
+    except (ValueError, UnicodeEncodeError):  # a lone surrogate: refused by the reference
+        return
+    try:
+        spelled = orjson.dumps(repr_floats(value), option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # e.g. an int beyond 64 bits: the callers fall back
+        spelled = reference
+    assert spelled == reference
+    assert canonical_bytes_of_plain(canonicalize_value(value)) == reference
+
+
+@pytest.mark.parametrize("value", [float("nan"), [float("inf")], {1: 2}, (1,), {"a": {1.5}}, b"x"])
+def test_repr_floats_refuses_what_is_not_plain_json(value: Any) -> None:
+    with pytest.raises(ValueError):
+        repr_floats(value)

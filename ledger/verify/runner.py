@@ -2,11 +2,12 @@
 
 One consistent snapshot, read in pages of submissions (:mod:`ledger.verify.source`); every
 submission's entries, steps and roots are recomputed from stored bytes
-(:mod:`ledger.verify.checks`); then the ledger-wide facts: the global sequence is gapless and
-every step row belongs to a ``trace.step`` entry of its submission. Finally, under the same
-snapshot, the transparency log's checkpoints are checked against the entries
-(:func:`ledger.translog.verify.verify_checkpoints`), reusing the leaf of every entry whose hashes
-the ledger pass proved from its content, so that each entry is read and hashed once.
+(:mod:`ledger.verify.checks`); then the ledger-wide facts: the global sequence is gapless, every
+entry's submission row is stored and every step row belongs to a ``trace.step`` entry of its
+submission. Finally, under the same snapshot, the transparency log's checkpoints are checked
+against the entries (:func:`ledger.translog.verify.verify_checkpoints`), reusing the leaf of every
+entry whose hashes the ledger pass proved from its content, so that each entry is read and hashed
+once.
 
 The report lists every broken item (at most :data:`MAX_PER_CODE` per code, the rest counted), with
 a Sentinel challenge wherever a PoR component is involved; it is ``ok`` when no item has severity
@@ -35,6 +36,7 @@ from ledger.verify.source import (
     orphan_steps,
     sequence_facts,
     unbacked_offset_moves,
+    unstored_submissions,
 )
 from ledger.verify.workers import PageResult, checked, checked_pages, fork_is_safe
 
@@ -124,6 +126,17 @@ def _ledger_wide(conn: Any, report: VerifyReport) -> None:
         )
     if count != maximum and not gaps:
         report.add(Problem("global_seq_gap", f"{count} entries but max global_seq {maximum}"))
+    for submission_id, first_seq, entries in unstored_submissions(conn):
+        report.add(
+            Problem(
+                "submission_missing",
+                f"{entries} entries from global_seq {first_seq} on name submission {submission_id}, "
+                "which ledger_store.submissions does not hold",
+                submission_id=submission_id,
+                global_seq=first_seq,
+                details={"entries": entries},
+            )
+        )
     for submission_id, step_index, global_seq, entry_submission, entry_kind in orphan_steps(conn):
         found = "no entry" if entry_kind is None else f"a {entry_kind} entry of submission {entry_submission}"
         report.add(

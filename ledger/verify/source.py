@@ -32,6 +32,7 @@ __all__ = [
     "orphan_steps",
     "sequence_facts",
     "steps_of",
+    "unstored_submissions",
 ]
 
 PAGE_SIZE = 1000
@@ -143,6 +144,19 @@ def orphan_steps(
         ).fetchall()
     )
     return [(str(r[0]), int(r[1]), int(r[2]), r[3], r[4]) for r in rows]
+
+
+def unstored_submissions(conn: Connection[Any], limit: int = 100) -> list[tuple[str, int, int]]:
+    """Submissions that entries name but ``submissions`` does not hold (a row deleted with the
+    triggers bypassed: no foreign key refuses that since revision 0009, and the pages never see
+    those entries): ``(submission_id, first global_seq, entries)``, first ``limit`` by global_seq."""
+    rows = conn.execute(
+        "SELECT e.submission_id, min(e.global_seq), count(*) FROM ledger_store.entries e WHERE NOT EXISTS "
+        "(SELECT FROM ledger_store.submissions s WHERE s.submission_id = e.submission_id) "
+        "GROUP BY e.submission_id ORDER BY 2 LIMIT %(limit)s",
+        {"limit": limit},
+    ).fetchall()
+    return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
 
 
 def steps_of(entries: Sequence[EntryRow]) -> list[StepRow]:

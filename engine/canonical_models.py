@@ -225,8 +225,8 @@ def models_in(annotation: Any) -> frozenset[type]:
 def direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | None], ...]:
     """``(field, declared model classes or None)`` when a model's dump is just its fields; () if not.
 
-    True for plain models: no aliases, excluded fields, computed fields, serializers or root
-    models, and no ``extra="allow"`` (any other model's dump ignores ``__pydantic_extra__``). Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
+    True for plain models: no aliases, excluded fields, computed fields, serializers (decorators or
+    ``Annotated`` ones, ``exclude_if``: anything the core schema serialises through) or root models, and no ``extra="allow"`` (any other model's dump ignores ``__pydantic_extra__``). Their dump (python mode, ``exclude_none``) equals reading ``__dict__`` field by field,
     which :func:`engine.canonical._plain` then canonicalises exactly as it would the dump; a field typed with models
     is read directly only while it holds instances of exactly those classes.
     """
@@ -237,12 +237,46 @@ def direct_fields(cls: type[BaseModel]) -> tuple[tuple[str, frozenset[type] | No
         or cls.model_computed_fields
         or decorators.field_serializers
         or decorators.model_serializers
+        or _schema_serializes(cls.__pydantic_core_schema__)
     ):
         return ()
     out: list[tuple[str, frozenset[type] | None]] = []
     for name, field in cls.model_fields.items():
-        if field.alias is not None or field.serialization_alias is not None or field.exclude:
+        if (
+            field.alias is not None
+            or field.serialization_alias is not None
+            or field.exclude
+            or getattr(field, "exclude_if", None) is not None
+        ):
             return ()
         models = models_in(field.annotation)
         out.append((name, models or None))
     return tuple(out)
+
+
+_SERIALIZING_KEYS: Final = frozenset({"serialization", "serialization_exclude_if", "serialization_exclude"})
+
+
+def _schema_serializes(schema: Any) -> bool:
+    """Whether a core schema (at any depth, nested models included) names a serializer or an
+    exclusion: ``Annotated`` serializers and ``exclude_if`` live there, not in the decorators.
+    Such a model's dump is not its fields, so it gets no direct plan (fail closed); so does a
+    model whose schema is not built yet (not a dict)."""
+    if type(schema) is not dict:
+        return True
+    stack: list[Any] = [schema]
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if type(current) is dict:
+            mapping: dict[Any, Any] = current
+            for key, item in mapping.items():
+                if key in _SERIALIZING_KEYS:
+                    return True
+                stack.append(item)
+        elif type(current) is list:
+            stack.extend(current)
+    return False

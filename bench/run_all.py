@@ -91,7 +91,7 @@ from run_all_parsers import (  # noqa: E402
 SCRIPTS = [
     Script("auditor", "bench_auditor.py", ["--json"], ["--json", "--repetitions", "50"], parse_auditor),
     Script("cournot", "bench_cournot.py", [], ["--rounds", "3"], json_line),
-    Script("append", "bench_append.py", [], ["--submissions", "1000"], parse_append),
+    Script("append", "bench_append.py", [], ["--submissions", "1000", "--appenders", "1,2"], parse_append),
     Script("scaling", "bench_scaling.py", ["--json"], ["--json", "--quick"], parse_scaling),
     Script("replay", "bench_replay.py", [], ["--submissions", "2000"], parse_replay),
     Script(
@@ -217,6 +217,9 @@ def summary_rows(runs: dict[str, Run]) -> list[list[str]]:
     copy_target = f"raw COPY, same server ({fmt(copy)})" if copy else "raw COPY, same server"
     add("append", "Ledger append_batch", entries, "entries/s", copy_target, ratio(entries, copy))
     add("append", "Ledger append_batch", get("append", "submissions"), "submissions/s")
+    for count, concurrent in sorted((get("append", "appenders") or {}).items()):
+        label = f"Ledger append_batch, {count} appender process(es)"
+        add("append", label, concurrent, "entries/s", copy_target, ratio(concurrent, copy))
     add("append", "Raw JSONB COPY, same server", copy, "rows/s", "50–80 k rows/s", ratio(copy, 50_000))
     add("append", "Raw JSONB executemany INSERT, same server", get("append", "insert"), "rows/s")
     for key, label in (("one", "1 consumer"), ("two", "2 consumers")):

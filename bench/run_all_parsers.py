@@ -36,6 +36,12 @@ def parse_append(out: str) -> Figures:
         "insert": number(rf"reference INSERT\s+{N} rows/s", out),
         "workload": (m.group(1) if (m := re.search(r"workload: ([^\n]+)", out)) else ""),
         "server": server.group(1) if server else None,
+        "appenders": {
+            int(m.group(1)): float(m.group(2).replace(",", ""))
+            for m in re.finditer(
+                rf"^(\d+) appender process\(es\): [\d,]+ submissions/s, {N} entries/s", out, re.M
+            )
+        },
     }
 
 

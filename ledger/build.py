@@ -33,6 +33,7 @@ LEDGER = BuildGroup(
         "ledger/verify/canonical_scan.py",
         "ledger/verify/canonical_form.py",
         "ledger/verify/checks.py",
+        "ledger/verify/kinds.py",
         "ledger/verify/roots.py",
         "ledger/translog/leaf_fill.py",
         "ledger/replay/identical.py",

@@ -427,7 +427,17 @@ def write_follow_ups(
     engine_version: str,
     offsets: Sequence[OffsetAdvance] = (),
 ) -> StreamAppendResult:
-    """Inside the transaction, after :func:`begin_append`: chain entries after the expected head."""
+    """Inside the transaction, after :func:`begin_append`: chain entries after the expected head.
+
+    Only an audited submission takes follow-ups: ``ledger verify`` reports any other kind of entry
+    on a rejected or PoR-verified one (``unexpected_entry``), so none is written there."""
+    cur.execute("SELECT status FROM ledger_store.submissions WHERE submission_id = %s", (submission_id,))
+    row = cur.fetchone()
+    if row is not None and row[0] != "audited":
+        raise InvalidDraftError(
+            f"submission {submission_id} is {row[0]}: only an audited submission takes follow-up entries",
+            field_path="submission_id",
+        )
     cur.execute(
         select_entries("submission_id = %s AND stream_seq >= %s ORDER BY stream_seq", payload=False),
         (submission_id, expected_stream_seq),

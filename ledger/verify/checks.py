@@ -41,6 +41,7 @@ from ledger.verify.canonical_form import (
     top_level_value,
     view_canonical,
 )
+from ledger.verify.kinds import kind_problems
 from ledger.verify.problems import Problem
 from ledger.verify.roots import RootChecks
 from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
@@ -297,33 +298,9 @@ class _Checker(RootChecks):
                 self.pieces[name] = pieces[name]
 
     def structure(self) -> None:
-        kinds = [entry.kind for entry in self.group.entries]
-        if self.group.status == "rejected":
-            required, forbidden = (
-                ["submission.rejected"],
-                ["submission.received", "trace.step", "audit.completed"],
-            )
-        elif self.group.status == "por_verified":  # a verified Cournot PoR pack (one entry)
-            required, forbidden = (
-                ["por.verified"],
-                ["submission.received", "trace.step", "audit.completed", "submission.rejected"],
-            )
-        else:
-            required, forbidden = (
-                ["submission.received", "audit.completed", "verdict.issued"],
-                ["submission.rejected"],
-            )
-        for kind in required:
-            if kinds.count(kind) != 1:
-                self.report(
-                    "entries_missing",
-                    f"a {self.group.status} submission needs exactly one {kind} entry, has {kinds.count(kind)}",
-                )
-        for kind in forbidden:
-            if kind in kinds:
-                self.report("unexpected_entry", f"a {self.group.status} submission has a {kind} entry")
-        if kinds and kinds[0] != required[0]:
-            self.report("entries_out_of_order", f"the chain starts with {kinds[0]}, not {required[0]}")
+        """The entry kinds a submission of its status may have (:func:`kind_problems`)."""
+        for code, message in kind_problems(self.group.status, [entry.kind for entry in self.group.entries]):
+            self.report(code, message)
 
     # -- steps ---------------------------------------------------------------------------------
 

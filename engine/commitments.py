@@ -14,6 +14,7 @@ Every Merkle root is reported with its leaf count, because Cournot's duplicate-l
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
@@ -41,6 +42,7 @@ from engine.schemas import (
     ReasoningStep,
     ReasoningTrace,
 )
+from engine.schemas.trusted import trusted
 
 __all__ = [
     "InputCommitments",
@@ -55,6 +57,7 @@ __all__ = [
     "prompt_spec_hash",
     "reasoning_leaf_hashes",
     "reasoning_root",
+    "roots_model",
     "step_commitments",
     "step_hash",
     "step_preimage",
@@ -373,12 +376,47 @@ def compute_roots(
     v_hash = (
         "0x" + hashlib.sha256(verdict_canonical).hexdigest() if verdict_canonical else verdict_hash(verdict)
     )
-    return PoRRoots(
-        prompt_spec_hash=inputs.prompt_spec_hash,
-        evidence_root=inputs.evidence_root,
-        evidence_leaf_count=inputs.evidence_leaf_count,
-        reasoning_root=inputs.reasoning_root,
-        reasoning_leaf_count=inputs.reasoning_leaf_count,
-        verdict_hash=v_hash,
-        por_root=por_root(inputs.prompt_spec_hash, inputs.evidence_root, inputs.reasoning_root, v_hash),
+    return roots_model(
+        {
+            "prompt_spec_hash": inputs.prompt_spec_hash,
+            "evidence_root": inputs.evidence_root,
+            "evidence_leaf_count": inputs.evidence_leaf_count,
+            "reasoning_root": inputs.reasoning_root,
+            "reasoning_leaf_count": inputs.reasoning_leaf_count,
+            "verdict_hash": v_hash,
+            "por_root": por_root(
+                inputs.prompt_spec_hash, inputs.evidence_root, inputs.reasoning_root, v_hash
+            ),
+        }
     )
+
+
+_LOWER_HEX32: Final = re.compile(r"0x[0-9a-f]{64}")
+_ROOT_HASHES: Final = ("prompt_spec_hash", "evidence_root", "reasoning_root", "verdict_hash", "por_root")
+_ROOT_COUNTS: Final = ("evidence_leaf_count", "reasoning_leaf_count")
+
+
+def roots_model(values: dict[str, Any]) -> PoRRoots:
+    """``PoRRoots(**values)``, without re-validation when every value is already what validation
+    would store: each hash an exact ``str`` of ``0x`` and 64 lowercase hex digits (the validator
+    accepts it and lowercases it to itself), each count an exact ``int`` (never a ``bool``) at
+    least 0, and exactly the model's seven fields. Anything else is validated, and refused there,
+    as before. Property-tested equal to the validating constructor."""
+    if (
+        len(values) == len(_ROOT_HASHES) + len(_ROOT_COUNTS)
+        and all(_lower_hex32(values.get(name)) for name in _ROOT_HASHES)
+        and all(_count(values.get(name)) for name in _ROOT_COUNTS)
+    ):
+        return trusted(PoRRoots, **values)
+    return PoRRoots(**values)
+
+
+def _lower_hex32(value: Any) -> bool:
+    return type(value) is str and _LOWER_HEX32.fullmatch(value) is not None
+
+
+def _count(value: Any) -> bool:
+    if type(value) is not int:
+        return False
+    number: int = value
+    return number >= 0

@@ -7,7 +7,7 @@ zone or locale. Consumers call it to produce artifacts and ``ledger replay`` cal
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -96,6 +96,15 @@ class PipelineResult(BaseModel):
         return dumps_canonical(self)
 
 
+_DEFAULT_AUDITOR: Final = AuditorAgent()
+_DEFAULT_JUDGE: Final = JudgeAgent()
+"""The agents :func:`run_pipeline` uses when given none: one each, shared by every run, as replay
+shares its own (``ledger.replay.runner``). Neither keeps state between runs that could change a
+result: the judge holds nothing, the auditor a frozen default ``AuditConfig`` and a cache of the
+policy extra keyed on that very config object and name. Building them per run cost a dataclass
+``__init__`` and ``__post_init__`` and the policy extra, every message."""
+
+
 def _evaluation_variables(source: EvaluationSource | None) -> dict[str, Any] | None:
     return None if source is None else dict(source.raw)
 
@@ -119,9 +128,9 @@ def run_pipeline(
     these very item objects (:class:`engine.commitments.ItemCanonical`); else the items are hashed here.
     """
     if auditor is None:
-        auditor = AuditorAgent()
+        auditor = _DEFAULT_AUDITOR
     if judge is None:
-        judge = JudgeAgent()
+        judge = _DEFAULT_JUDGE
     if isinstance(auditor, AuditorAgent) and type(auditor).audit is AuditorAgent.audit:
         # The steps' canonical bytes come with the audit, made as the steps were built.
         trace, audit_verification, _, preimages = auditor.audit_committed(prompt_spec, evidence)

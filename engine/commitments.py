@@ -376,17 +376,43 @@ def compute_roots(
     v_hash = (
         "0x" + hashlib.sha256(verdict_canonical).hexdigest() if verdict_canonical else verdict_hash(verdict)
     )
+    spec_hex, evidence_hex, reasoning_hex = (
+        inputs.prompt_spec_hash,
+        inputs.evidence_root,
+        inputs.reasoning_root,
+    )
+    evidence_count, reasoning_count = inputs.evidence_leaf_count, inputs.reasoning_leaf_count
+    if (
+        _lower_hex32(spec_hex)
+        and _lower_hex32(evidence_hex)
+        and _lower_hex32(reasoning_hex)
+        and _lower_hex32(v_hash)
+        and _count(evidence_count)
+        and _count(reasoning_count)
+    ):
+        # Every value is what validation stores as it is (see :func:`roots_model`), and each hash's
+        # ``from_hex`` is ``bytes.fromhex`` of its 64 digits; the PoR root is ``to_hex`` of a digest.
+        leaves = [bytes.fromhex(text[2:]) for text in (spec_hex, evidence_hex, reasoning_hex, v_hash)]
+        made: PoRRoots = trusted(
+            PoRRoots,
+            prompt_spec_hash=spec_hex,
+            evidence_root=evidence_hex,
+            evidence_leaf_count=evidence_count,
+            reasoning_root=reasoning_hex,
+            reasoning_leaf_count=reasoning_count,
+            verdict_hash=v_hash,
+            por_root=to_hex(compute_por_root(leaves[0], leaves[1], leaves[2], leaves[3])),
+        )
+        return made
     return roots_model(
         {
-            "prompt_spec_hash": inputs.prompt_spec_hash,
-            "evidence_root": inputs.evidence_root,
-            "evidence_leaf_count": inputs.evidence_leaf_count,
-            "reasoning_root": inputs.reasoning_root,
-            "reasoning_leaf_count": inputs.reasoning_leaf_count,
+            "prompt_spec_hash": spec_hex,
+            "evidence_root": evidence_hex,
+            "evidence_leaf_count": evidence_count,
+            "reasoning_root": reasoning_hex,
+            "reasoning_leaf_count": reasoning_count,
             "verdict_hash": v_hash,
-            "por_root": por_root(
-                inputs.prompt_spec_hash, inputs.evidence_root, inputs.reasoning_root, v_hash
-            ),
+            "por_root": por_root(spec_hex, evidence_hex, reasoning_hex, v_hash),
         }
     )
 

@@ -102,7 +102,7 @@ def locate_evaluation_variables(trace: ReasoningTrace) -> EvaluationSource | Non
         for index in range(len(trace.steps) - 1, -1, -1):
             step = trace.steps[index]
             raw = step.output.get("evaluation_variables")
-            if step.type == wanted and isinstance(raw, Mapping):
+            if step.type == wanted and (type(raw) is dict or isinstance(raw, Mapping)):
                 return EvaluationSource(step_id=step.step_id, step_index=index, step_type=step.type, raw=raw)
     return None
 

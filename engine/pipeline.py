@@ -15,6 +15,7 @@ from engine.auditor import AuditorAgent
 from engine.canonical import canonical_bytes, dumps_canonical
 from engine.commitments import ItemCanonical, commit_inputs, compute_roots
 from engine.judge import EvaluationSource, JudgeAgent, locate_evaluation_variables
+from engine.pipeline_fields import engine_made
 from engine.schemas import (
     DeterministicVerdict,
     EvidenceBundle,
@@ -199,6 +200,9 @@ _RESULT_TYPES: dict[str, type] = {
 }
 
 
+_RESULT_TYPE_PAIRS: Final = tuple(_RESULT_TYPES.items())
+
+
 def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
     """The :class:`PipelineResult` of these fields with these private attributes.
 
@@ -207,12 +211,7 @@ def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
     without re-validating them), at a fraction of its cost; anything of another type goes through
     the validating constructor, and is refused there as before. ``fields`` are in declared order.
     """
-    variables = fields["evaluation_variables"]
-    if (
-        all(type(fields[name]) is kind for name, kind in _RESULT_TYPES.items())
-        and (variables is None or (type(variables) is dict and all(type(key) is str for key in variables)))
-        and all(type(value) is str for value in fields["step_hashes"])
-    ):
+    if engine_made(fields, _RESULT_TYPE_PAIRS):
         made: PipelineResult = instance_from_state(PipelineResult, fields, set(fields), private)
         return made
     result = PipelineResult(**fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -14,11 +15,13 @@ from pydantic import ValidationError
 
 import engine.pipeline as pipeline
 from engine.auditor import AuditorAgent
-from engine.commitments import roots_model
+from engine.commitments import InputCommitments, compute_roots, por_root, roots_model
 from engine.judge import JudgeAgent, variables
 from engine.judge.policy import ConfidencePolicy
+from engine.judge.rules import challenge_ref
 from engine.pipeline import run_pipeline
-from engine.schemas import EvidenceBundle, PoRRoots, PromptSpec
+from engine.pipeline_fields import engine_made
+from engine.schemas import ChallengeRef, EvidenceBundle, PoRRoots, PromptSpec
 from tests.golden.regenerate import CORPUS_DIR
 
 _POLICY_KEYS = (
@@ -293,3 +296,169 @@ def test_confidence_policy_from_extra_takes_exact_dicts_and_mappings_alike(raw: 
     assert made.as_dict() == viewed.as_dict()
     if type(raw) is not dict and raw is not None:
         assert problems == [f"confidence_policy must be an object, got {type(raw).__name__}"]
+
+
+_KINDS = ("evidence_leaf", "reasoning_leaf", "verdict_hash", "por_bundle", "provenance_tier")
+_CHALLENGE_VALUE = st.one_of(
+    st.none(),
+    st.integers(min_value=-3, max_value=2**70),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.text(max_size=6),
+    st.sampled_from([b"x", 1.0, [1]]),
+)
+
+
+@st.composite
+def _challenge_values(draw: st.DrawFn) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if draw(st.integers(0, 9)):
+        values["kind"] = draw(
+            st.one_of(st.sampled_from(_KINDS), st.sampled_from(["", "Evidence_leaf", None, 3]))
+        )
+    for name in ("leaf_index", "evidence_id", "step_id", "reason"):
+        if draw(st.booleans()):
+            values[name] = draw(_CHALLENGE_VALUE)
+    if not draw(st.integers(0, 9)):
+        values["other"] = draw(_CHALLENGE_VALUE)
+    return values
+
+
+@given(_challenge_values())
+@settings(max_examples=2000)
+def test_challenge_ref_equals_the_validating_constructor(values: dict[str, Any]) -> None:
+    try:
+        reference = ChallengeRef(**values)
+    except ValidationError as refused:
+        with pytest.raises(ValidationError) as raised:
+            challenge_ref(dict(values))
+        assert _errors(raised.value) == _errors(refused)
+        return
+    made = challenge_ref(dict(values))
+    assert type(made) is ChallengeRef
+    assert made == reference
+    assert list(made.__dict__.items()) == list(reference.__dict__.items())
+    assert [type(value) for value in made.__dict__.values()] == [
+        type(value) for value in reference.__dict__.values()
+    ]
+    assert made.model_fields_set == reference.model_fields_set
+    assert made.model_dump_json(exclude_unset=True) == reference.model_dump_json(exclude_unset=True)
+
+
+def _reference_roots(inputs: InputCommitments, verdict_hex: str) -> PoRRoots:
+    return PoRRoots(
+        prompt_spec_hash=inputs.prompt_spec_hash,
+        evidence_root=inputs.evidence_root,
+        evidence_leaf_count=inputs.evidence_leaf_count,
+        reasoning_root=inputs.reasoning_root,
+        reasoning_leaf_count=inputs.reasoning_leaf_count,
+        verdict_hash=verdict_hex,
+        por_root=por_root(inputs.prompt_spec_hash, inputs.evidence_root, inputs.reasoning_root, verdict_hex),
+    )
+
+
+_ANY_HEX = st.one_of(
+    _VALID_HASH,
+    _VALID_HASH.map(str.lower),
+    _VALID_HASH.map(str.lower),
+    st.text(alphabet="0123456789abcdef", min_size=62, max_size=66).map(lambda d: "0x" + d),
+    _VALID_HASH.map(lambda text: text[:-1] + "g"),
+    _VALID_HASH.map(lambda text: "0X" + text[2:]),
+)
+
+
+@given(
+    _ANY_HEX,
+    _ANY_HEX,
+    _ANY_HEX,
+    st.binary(max_size=40),
+    st.sampled_from([0, 1, 7, -1, True]),
+    st.sampled_from([0, 3, -2, False]),
+)
+@settings(max_examples=1500)
+def test_compute_roots_equals_the_validated_roots(
+    spec_hex: str, evidence_hex: str, reasoning_hex: str, verdict_bytes: bytes, ev_count: int, rs_count: int
+) -> None:
+    inputs = InputCommitments(
+        prompt_spec_hash=spec_hex,
+        evidence_root=evidence_hex,
+        evidence_leaf_count=ev_count,
+        reasoning_root=reasoning_hex,
+        reasoning_leaf_count=rs_count,
+        step_hashes=(),
+    )
+    verdict_hex = "0x" + hashlib.sha256(verdict_bytes).hexdigest()
+    args: tuple[Any, ...] = (None, None, None, None)
+    try:
+        reference = _reference_roots(inputs, verdict_hex)
+    except (ValidationError, ValueError) as refused:
+        with pytest.raises(type(refused)):
+            compute_roots(*args, inputs=inputs, verdict_canonical=verdict_bytes or b"\\0")
+        return
+    if not verdict_bytes:
+        return  # an empty preimage means "hash the verdict" (needs a verdict); covered on the corpus
+    made = compute_roots(*args, inputs=inputs, verdict_canonical=verdict_bytes)
+    assert type(made) is PoRRoots
+    assert list(made.__dict__.items()) == list(reference.__dict__.items())
+    assert [type(value) for value in made.__dict__.values()] == [
+        type(value) for value in reference.__dict__.values()
+    ]
+    assert made.model_fields_set == reference.model_fields_set
+
+
+def _reference_engine_made(fields: dict[str, Any]) -> bool:
+    """``engine.pipeline._result``'s guard as it was written there."""
+    variables = fields["evaluation_variables"]
+    return bool(
+        all(type(fields[name]) is kind for name, kind in pipeline._RESULT_TYPES.items())
+        and (variables is None or (type(variables) is dict and all(type(key) is str for key in variables)))
+        and all(type(value) is str for value in fields["step_hashes"])
+    )
+
+
+class _Str(str):
+    pass
+
+
+_FIELD_VALUE = st.one_of(
+    st.none(),
+    st.text(max_size=3),
+    st.builds(_Str, st.text(max_size=3)),
+    st.lists(st.one_of(st.text(max_size=3), st.builds(_Str, st.text(max_size=2)), st.integers()), max_size=4),
+    st.tuples(st.text(max_size=3)),
+    st.dictionaries(
+        st.one_of(st.text(max_size=3), st.integers(), st.builds(_Str)), st.integers(), max_size=3
+    ),
+    st.builds(dict),
+)
+
+
+@st.composite
+def _result_fields(draw: st.DrawFn) -> dict[str, Any]:
+    spec, bundle = _PAIRS[draw(st.integers(0, len(_PAIRS) - 1))]
+    made = run_pipeline(spec, bundle)
+    fields = {name: getattr(made, name) for name in pipeline.PipelineResult.model_fields}
+    for name in draw(st.lists(st.sampled_from(sorted(fields)), max_size=3)):
+        fields[name] = draw(_FIELD_VALUE)
+    return fields
+
+
+_PAIRS = _corpus()[:6]
+
+
+@given(_result_fields())
+@settings(max_examples=600, deadline=None)
+def test_engine_made_equals_the_guard_it_replaces(fields: dict[str, Any]) -> None:
+    assert engine_made(fields, pipeline._RESULT_TYPE_PAIRS) is _reference_engine_made(fields)
+
+
+def test_engine_made_needs_every_field() -> None:
+    spec, bundle = _PAIRS[0]
+    made = run_pipeline(spec, bundle)
+    fields = {name: getattr(made, name) for name in pipeline.PipelineResult.model_fields}
+    assert engine_made(fields, pipeline._RESULT_TYPE_PAIRS)
+    for name in ("trace", "step_hashes", "evaluation_variables"):
+        with pytest.raises(KeyError):
+            engine_made(
+                {key: value for key, value in fields.items() if key != name}, pipeline._RESULT_TYPE_PAIRS
+            )

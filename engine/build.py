@@ -53,6 +53,7 @@ COMPILED_MODULES = (
     "engine/canonical_models.py",
     "engine/float_spelling.py",
     "engine/commitments.py",
+    "engine/pipeline_fields.py",
     "engine/jsonio.py",
     "engine/merkle/cournot_fold.py",
     "engine/schemas/trusted.py",

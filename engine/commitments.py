@@ -14,6 +14,7 @@ Every Merkle root is reported with its leaf count, because Cournot's duplicate-l
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
@@ -41,6 +42,7 @@ from engine.schemas import (
     ReasoningStep,
     ReasoningTrace,
 )
+from engine.schemas.trusted import trusted
 
 __all__ = [
     "InputCommitments",
@@ -55,6 +57,7 @@ __all__ = [
     "prompt_spec_hash",
     "reasoning_leaf_hashes",
     "reasoning_root",
+    "roots_model",
     "step_commitments",
     "step_hash",
     "step_preimage",
@@ -373,12 +376,73 @@ def compute_roots(
     v_hash = (
         "0x" + hashlib.sha256(verdict_canonical).hexdigest() if verdict_canonical else verdict_hash(verdict)
     )
-    return PoRRoots(
-        prompt_spec_hash=inputs.prompt_spec_hash,
-        evidence_root=inputs.evidence_root,
-        evidence_leaf_count=inputs.evidence_leaf_count,
-        reasoning_root=inputs.reasoning_root,
-        reasoning_leaf_count=inputs.reasoning_leaf_count,
-        verdict_hash=v_hash,
-        por_root=por_root(inputs.prompt_spec_hash, inputs.evidence_root, inputs.reasoning_root, v_hash),
+    spec_hex, evidence_hex, reasoning_hex = (
+        inputs.prompt_spec_hash,
+        inputs.evidence_root,
+        inputs.reasoning_root,
     )
+    evidence_count, reasoning_count = inputs.evidence_leaf_count, inputs.reasoning_leaf_count
+    if (
+        _lower_hex32(spec_hex)
+        and _lower_hex32(evidence_hex)
+        and _lower_hex32(reasoning_hex)
+        and _lower_hex32(v_hash)
+        and _count(evidence_count)
+        and _count(reasoning_count)
+    ):
+        # Every value is what validation stores as it is (see :func:`roots_model`), and each hash's
+        # ``from_hex`` is ``bytes.fromhex`` of its 64 digits; the PoR root is ``to_hex`` of a digest.
+        leaves = [bytes.fromhex(text[2:]) for text in (spec_hex, evidence_hex, reasoning_hex, v_hash)]
+        made: PoRRoots = trusted(
+            PoRRoots,
+            prompt_spec_hash=spec_hex,
+            evidence_root=evidence_hex,
+            evidence_leaf_count=evidence_count,
+            reasoning_root=reasoning_hex,
+            reasoning_leaf_count=reasoning_count,
+            verdict_hash=v_hash,
+            por_root=to_hex(compute_por_root(leaves[0], leaves[1], leaves[2], leaves[3])),
+        )
+        return made
+    return roots_model(
+        {
+            "prompt_spec_hash": spec_hex,
+            "evidence_root": evidence_hex,
+            "evidence_leaf_count": evidence_count,
+            "reasoning_root": reasoning_hex,
+            "reasoning_leaf_count": reasoning_count,
+            "verdict_hash": v_hash,
+            "por_root": por_root(spec_hex, evidence_hex, reasoning_hex, v_hash),
+        }
+    )
+
+
+_LOWER_HEX32: Final = re.compile(r"0x[0-9a-f]{64}")
+_ROOT_HASHES: Final = ("prompt_spec_hash", "evidence_root", "reasoning_root", "verdict_hash", "por_root")
+_ROOT_COUNTS: Final = ("evidence_leaf_count", "reasoning_leaf_count")
+
+
+def roots_model(values: dict[str, Any]) -> PoRRoots:
+    """``PoRRoots(**values)``, without re-validation when every value is already what validation
+    would store: each hash an exact ``str`` of ``0x`` and 64 lowercase hex digits (the validator
+    accepts it and lowercases it to itself), each count an exact ``int`` (never a ``bool``) at
+    least 0, and exactly the model's seven fields. Anything else is validated, and refused there,
+    as before. Property-tested equal to the validating constructor."""
+    if (
+        len(values) == len(_ROOT_HASHES) + len(_ROOT_COUNTS)
+        and all(_lower_hex32(values.get(name)) for name in _ROOT_HASHES)
+        and all(_count(values.get(name)) for name in _ROOT_COUNTS)
+    ):
+        return trusted(PoRRoots, **values)
+    return PoRRoots(**values)
+
+
+def _lower_hex32(value: Any) -> bool:
+    return type(value) is str and _LOWER_HEX32.fullmatch(value) is not None
+
+
+def _count(value: Any) -> bool:
+    if type(value) is not int:
+        return False
+    number: int = value
+    return number >= 0

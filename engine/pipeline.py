@@ -7,7 +7,7 @@ zone or locale. Consumers call it to produce artifacts and ``ledger replay`` cal
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -15,6 +15,7 @@ from engine.auditor import AuditorAgent
 from engine.canonical import canonical_bytes, dumps_canonical
 from engine.commitments import ItemCanonical, commit_inputs, compute_roots
 from engine.judge import EvaluationSource, JudgeAgent, locate_evaluation_variables
+from engine.pipeline_fields import engine_made
 from engine.schemas import (
     DeterministicVerdict,
     EvidenceBundle,
@@ -96,6 +97,15 @@ class PipelineResult(BaseModel):
         return dumps_canonical(self)
 
 
+_DEFAULT_AUDITOR: Final = AuditorAgent()
+_DEFAULT_JUDGE: Final = JudgeAgent()
+"""The agents :func:`run_pipeline` uses when given none: one each, shared by every run, as replay
+shares its own (``ledger.replay.runner``). Neither keeps state between runs that could change a
+result: the judge holds nothing, the auditor a frozen default ``AuditConfig`` and a cache of the
+policy extra keyed on that very config object and name. Building them per run cost a dataclass
+``__init__`` and ``__post_init__`` and the policy extra, every message."""
+
+
 def _evaluation_variables(source: EvaluationSource | None) -> dict[str, Any] | None:
     return None if source is None else dict(source.raw)
 
@@ -119,9 +129,9 @@ def run_pipeline(
     these very item objects (:class:`engine.commitments.ItemCanonical`); else the items are hashed here.
     """
     if auditor is None:
-        auditor = AuditorAgent()
+        auditor = _DEFAULT_AUDITOR
     if judge is None:
-        judge = JudgeAgent()
+        judge = _DEFAULT_JUDGE
     if isinstance(auditor, AuditorAgent) and type(auditor).audit is AuditorAgent.audit:
         # The steps' canonical bytes come with the audit, made as the steps were built.
         trace, audit_verification, _, preimages = auditor.audit_committed(prompt_spec, evidence)
@@ -190,6 +200,9 @@ _RESULT_TYPES: dict[str, type] = {
 }
 
 
+_RESULT_TYPE_PAIRS: Final = tuple(_RESULT_TYPES.items())
+
+
 def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
     """The :class:`PipelineResult` of these fields with these private attributes.
 
@@ -198,12 +211,7 @@ def _result(fields: dict[str, Any], private: dict[str, Any]) -> PipelineResult:
     without re-validating them), at a fraction of its cost; anything of another type goes through
     the validating constructor, and is refused there as before. ``fields`` are in declared order.
     """
-    variables = fields["evaluation_variables"]
-    if (
-        all(type(fields[name]) is kind for name, kind in _RESULT_TYPES.items())
-        and (variables is None or (type(variables) is dict and all(type(key) is str for key in variables)))
-        and all(type(value) is str for value in fields["step_hashes"])
-    ):
+    if engine_made(fields, _RESULT_TYPE_PAIRS):
         made: PipelineResult = instance_from_state(PipelineResult, fields, set(fields), private)
         return made
     result = PipelineResult(**fields)

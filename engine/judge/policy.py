@@ -89,7 +89,7 @@ class ConfidencePolicy(Record):
         raw = extra.get("confidence_policy")
         if raw is None:
             return cls(), []
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):  # an exact dict skips the ABC check
             return cls(), [f"confidence_policy must be an object, got {type(raw).__name__}"]
         problems: list[str] = []
         values: dict[str, Any] = {}

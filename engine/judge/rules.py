@@ -30,7 +30,7 @@ The rule trail lists, in order, one ``{rule_id, status, detail}`` entry per stag
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, get_args
 
 from engine.auditor.checks import failed as check_failed
 from engine.auditor.checks import passed as check_passed
@@ -45,6 +45,7 @@ from engine.judge.variables import (
     parse_evaluation_variables,
 )
 from engine.schemas import ChallengeRef, CheckResult, EvidenceBundle, PromptSpec, ReasoningTrace
+from engine.schemas.trusted import trusted
 
 __all__ = [
     "R_BINARY_DECISION",
@@ -54,6 +55,7 @@ __all__ = [
     "R_MULTI_CHOICE",
     "R_VALIDITY",
     "Decision",
+    "challenge_ref",
     "map_to_verdict",
 ]
 
@@ -111,6 +113,40 @@ class Decision(Record):
         self.located: Final = located  # where the variables are, whether or not a stage read them
 
 
+_CHALLENGE_KINDS: Final = frozenset(
+    ("evidence_leaf", "reasoning_leaf", "verdict_hash", "por_bundle", "provenance_tier")
+)
+_CHALLENGE_OPTIONAL: Final = (("leaf_index", int), ("evidence_id", str), ("step_id", str), ("reason", str))
+_CHALLENGE_FAST: Final = (
+    tuple(ChallengeRef.model_fields) == ("kind", *(name for name, _ in _CHALLENGE_OPTIONAL))
+    and frozenset(get_args(ChallengeRef.model_fields["kind"].annotation)) == _CHALLENGE_KINDS
+    and all(ChallengeRef.model_fields[name].default is None for name, _ in _CHALLENGE_OPTIONAL)
+)
+"""Whether ``ChallengeRef`` still declares exactly the layout :func:`challenge_ref` checks (else
+every call validates)."""
+
+
+def challenge_ref(values: dict[str, Any]) -> ChallengeRef:
+    """``ChallengeRef(**values)``, without re-validation when every value is one validation stores
+    as it is: ``kind`` an exact ``str`` among the declared kinds, ``leaf_index`` None or an exact
+    ``int`` (never a ``bool``), the other fields None or an exact ``str``, and no other name. The
+    fields set are the names given, as in validation. Anything else is validated (and refused
+    there) as before. Property-tested equal to the validating constructor."""
+    kind = values.get("kind")
+    if _CHALLENGE_FAST and type(kind) is str and kind in _CHALLENGE_KINDS:
+        given = 1
+        for name, exact in _CHALLENGE_OPTIONAL:
+            if name in values:
+                given += 1
+                value = values[name]
+                if value is not None and type(value) is not exact:
+                    return ChallengeRef(**values)
+        if given == len(values):
+            made: ChallengeRef = trusted(ChallengeRef, **values)
+            return made
+    return ChallengeRef(**values)
+
+
 class _Invalid(Exception):
     """Raised by a stage to stop with INVALID under ``rule_id``."""
 
@@ -145,7 +181,9 @@ class _Run:
         if step_index is None and self.trace.steps:
             step_index = len(self.trace.steps) - 1
         step_id = self.trace.steps[step_index].step_id if step_index is not None else None
-        return ChallengeRef(kind="reasoning_leaf", leaf_index=step_index, step_id=step_id, reason=reason)
+        return challenge_ref(
+            {"kind": "reasoning_leaf", "leaf_index": step_index, "step_id": step_id, "reason": reason}
+        )
 
     def fail_validity(self, message: str, details: Mapping[str, Any], challenge: ChallengeRef) -> _Invalid:
         self.checks.append(check_failed("validity", message, dict(details)))
@@ -175,7 +213,7 @@ class _Run:
         if failed[0] == "schema_lock.evaluation_variables":
             challenge = self.reasoning_challenge("no final map/aggregate step with evaluation_variables")
         else:
-            challenge = ChallengeRef(kind="por_bundle", reason=f"{failed[0]} failed")
+            challenge = challenge_ref({"kind": "por_bundle", "reason": f"{failed[0]} failed"})
         raise self.fail_validity(
             "schema lock failed: " + ", ".join(failed), {"failed_checks": failed}, challenge
         )
@@ -217,7 +255,7 @@ class _Run:
             raise self.fallback(
                 "validity",
                 f"evidence is insufficient ({why})",
-                ChallengeRef(kind="evidence_leaf", reason=why),
+                challenge_ref({"kind": "evidence_leaf", "reason": why}),
             )
         self.checks.append(check_passed("validity", "evaluation variables are well formed and grounded"))
         self.note(R_VALIDITY, "pass", f"{len(variables.source_summary)} evidence item(s) cited")
@@ -232,7 +270,7 @@ class _Run:
             message = "conflicting evidence and conflict_action is 'invalid'"
             self.checks.append(check_failed("conflict", message))
             self.note(R_CONFLICT, "fail", message)
-            challenge = ChallengeRef(kind="evidence_leaf", reason="conflicting evidence")
+            challenge = challenge_ref({"kind": "evidence_leaf", "reason": "conflicting evidence"})
             raise _Invalid(R_CONFLICT, self.policy.invalid_cap(self.policy.invalid_confidence), challenge)
         self.factors.append("conflict")
         multiplier = self.policy.conflict_multiplier

@@ -102,7 +102,7 @@ def locate_evaluation_variables(trace: ReasoningTrace) -> EvaluationSource | Non
         for index in range(len(trace.steps) - 1, -1, -1):
             step = trace.steps[index]
             raw = step.output.get("evaluation_variables")
-            if step.type == wanted and isinstance(raw, Mapping):
+            if step.type == wanted and (type(raw) is dict or isinstance(raw, Mapping)):
                 return EvaluationSource(step_id=step.step_id, step_index=index, step_type=step.type, raw=raw)
     return None
 
@@ -121,11 +121,15 @@ def _optional(raw: Mapping[str, Any], key: str, problems: list[str], kind: str) 
     value = raw.get(key)
     if value is None:
         return None
-    ok = {
-        "bool": isinstance(value, bool),
-        "number": _is_number(value),
-        "str": isinstance(value, str),
-    }[kind]
+    exact = type(value)
+    if (kind == "bool" and exact is bool) or (kind == "str" and exact is str):
+        ok = True  # what the table below gives: its other tests cannot raise for an exact bool or str
+    else:
+        ok = {
+            "bool": isinstance(value, bool),
+            "number": _is_number(value),
+            "str": isinstance(value, str),
+        }[kind]
     if not ok:
         problems.append(f"evaluation_variables.{key} must be a {kind} or absent, got {value!r}")
         return None
@@ -151,7 +155,9 @@ def _source_summary(raw: Mapping[str, Any], problems: list[str]) -> tuple[str, .
 def _fallback_used(raw: Mapping[str, Any], problems: list[str]) -> bool:
     flag = _optional(raw, "fallback_used", problems, "bool")
     selection = raw.get("selection")
-    nested = selection.get("fallback_used") if isinstance(selection, Mapping) else None
+    nested = None
+    if type(selection) is dict or isinstance(selection, Mapping):  # an exact dict skips the ABC check
+        nested = selection.get("fallback_used")
     if nested is not None and not isinstance(nested, bool):
         problems.append(f"evaluation_variables.selection.fallback_used must be a bool, got {nested!r}")
         nested = None

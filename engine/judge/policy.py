@@ -28,11 +28,11 @@ Arithmetic (IEEE doubles, always in this order, so every process computes the sa
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
 from engine.auditor.record import Record
+from engine.comparison import is_finite_number
 
 __all__ = ["CONFIDENCE_DIGITS", "ConfidencePolicy", "round_confidence"]
 
@@ -97,7 +97,7 @@ class ConfidencePolicy(Record):
             if key not in raw or raw[key] is None:
                 continue
             value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_finite_number(value):
                 problems.append(f"confidence_policy.{key} must be a number, got {value!r}")
             elif not 0 <= value <= 1:
                 problems.append(f"confidence_policy.{key} must lie in [0, 1], got {value!r}")

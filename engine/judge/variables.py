@@ -15,12 +15,11 @@ Shape (keys whose value is None may be absent, because canonical JSON drops them
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from engine.auditor.record import Record
-from engine.comparison import compare
+from engine.comparison import compare, is_finite_number
 from engine.schemas import ReasoningTrace
 
 __all__ = [
@@ -107,16 +106,6 @@ def locate_evaluation_variables(trace: ReasoningTrace) -> EvaluationSource | Non
     return None
 
 
-def _is_number(value: Any) -> bool:
-    """A finite int or float; an int beyond a float's range is not (``math.isfinite`` would raise)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # refused as "not a number" (fail closed), never an engine crash
-        return False
-
-
 def _optional(raw: Mapping[str, Any], key: str, problems: list[str], kind: str) -> Any:
     value = raw.get(key)
     if value is None:
@@ -127,7 +116,7 @@ def _optional(raw: Mapping[str, Any], key: str, problems: list[str], kind: str) 
     else:
         ok = {
             "bool": isinstance(value, bool),
-            "number": _is_number(value),
+            "number": is_finite_number(value),
             "str": isinstance(value, str),
         }[kind]
     if not ok:

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeGuard
+from typing import Any, Literal, NamedTuple
 
 from pydantic import ValidationError
 
 from engine.canonical import dumps_canonical, hash_canonical, to_hex
+from engine.comparison import is_finite_number
 from engine.reasoning import (
     VERIFIER_VERSION,
     Provider,
@@ -108,10 +108,6 @@ class ReasoningRequest:
         }
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def format_operand(value: int | float) -> str:
     """A number as its canonical JSON text (``100000``, ``104250.12``, ``1e-05``)."""
     return dumps_canonical(value)
@@ -130,7 +126,7 @@ def _derived_expression(
     if given is not None:
         return given, f"envelope_options.{OPTION_EXPRESSION}", None
     value, threshold = variables.get("numeric_value"), variables.get("threshold")
-    if not (_is_number(value) and _is_number(threshold)):
+    if not (is_finite_number(value) and is_finite_number(threshold)):
         return None, "evaluation_variables", None
     right = format_operand(threshold)
     if right.startswith("-"):

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 import engine.pipeline as pipeline
 from engine.auditor import AuditorAgent
 from engine.commitments import InputCommitments, compute_roots, por_root, roots_model
+from engine.comparison import is_finite_number
 from engine.judge import JudgeAgent, variables
 from engine.judge.policy import ConfidencePolicy
 from engine.judge.rules import challenge_ref
@@ -214,7 +215,7 @@ def _reference_optional(raw: dict[str, Any], key: str, problems: list[str], kind
         return None
     ok = {
         "bool": isinstance(value, bool),
-        "number": variables._is_number(value),
+        "number": is_finite_number(value),
         "str": isinstance(value, str),
     }[kind]
     if not ok:

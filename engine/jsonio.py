@@ -160,7 +160,7 @@ def loads_strict(
             # orjson refuses invalid UTF-8 itself (the decode below then reports where), so the
             # bytes need not be decoded to a str first.
             fast = _decoded_fast_bytes(raw)
-            if fast is not None and not (exact_numbers and _may_underflow(raw.decode("utf-8"), fast[1])):
+            if fast is not None and not (exact_numbers and _may_underflow_bytes(raw, fast[1])):
                 return _bounded(fast, max_depth)
         try:
             text = raw.decode("utf-8")
@@ -202,6 +202,7 @@ def loads_strict(
 
 
 _UNDERFLOW_ZEROS = "0" * 300
+_UNDERFLOW_ZERO_BYTES = b"0" * 300
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -218,6 +219,15 @@ def _may_underflow(text: str, encoded: bytes) -> bool:
     if not _zero_float_token(encoded):
         return False
     return _digit_before(text, "e-") or _digit_before(text, "E-") or _UNDERFLOW_ZEROS in text
+
+
+def _may_underflow_bytes(raw: bytes, encoded: bytes) -> bool:
+    """:func:`_may_underflow` of the UTF-8 bytes of a text, without decoding them: its markers are
+    ASCII, and in UTF-8 an ASCII byte is always that very character (every byte of a multi-byte
+    character is 0x80 or above), so each is found in the bytes exactly where it is in the text."""
+    if not _zero_float_token(encoded):
+        return False
+    return _digit_before_bytes(raw, b"e-") or _digit_before_bytes(raw, b"E-") or _UNDERFLOW_ZERO_BYTES in raw
 
 
 def _zero_float_token(encoded: bytes) -> bool:
@@ -238,6 +248,16 @@ def _digit_before(text: str, marker: str) -> bool:
         if index > 0 and "0" <= text[index - 1] <= "9":
             return True
         index = text.find(marker, index + 2)
+    return False
+
+
+def _digit_before_bytes(raw: bytes, marker: bytes) -> bool:
+    """:func:`_digit_before` of bytes: whether ``marker`` occurs in ``raw`` right after an ASCII digit."""
+    index = raw.find(marker)
+    while index != -1:
+        if index > 0 and 48 <= raw[index - 1] <= 57:  # b"0" to b"9"
+            return True
+        index = raw.find(marker, index + 2)
     return False
 
 

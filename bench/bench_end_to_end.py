@@ -5,7 +5,8 @@ Run:  .venv/bin/python bench/bench_end_to_end.py [--bundles 4000] [--latency-sec
 
 Services: ``LEDGER_KAFKA_BOOTSTRAP`` / ``LEDGER_DATABASE_URL`` when set, else the embedded tansu
 broker and an embedded PostgreSQL (fsync on) in a temporary directory, stopped at the end. Each
-phase gets its own topic (4 partitions) and a fresh, migrated database.
+phase gets its own topic (4 partitions) and a fresh, migrated database; the records are keyed by
+market id, spread over ``--markets`` of them (default 1,000).
 
 Bundles: ``samples/corpus/*.json`` with 2–5 evidence items that pass envelope validation (else
 ``tests/data/cournot_minimal.json``), each copy given a unique ``bundle_id`` so every record is
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import copy
 import json
@@ -119,7 +121,10 @@ def fresh_database(admin_url: str) -> Iterator[str]:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-async def create_topic(bootstrap: str, topic: str, partitions: int = 4) -> None:
+PARTITIONS = 4
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
     """Create the topic and its dead-letter topic."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -151,13 +156,25 @@ def corpus() -> tuple[list[dict[str, Any]], str]:
     return [sample], "tests/data/cournot_minimal.json (1 evidence item)"
 
 
-def records(templates: list[dict[str, Any]], count: int, tag: str) -> list[PreparedRecord]:
-    """``count`` validated, encoded records, each a distinct submission."""
+MARKETS = 1000
+"""Distinct market ids (the record key, so the partition) the copies are spread over (``--markets``)."""
+
+
+def records(templates: list[dict[str, Any]], count: int, tag: str, markets: int) -> list[PreparedRecord]:
+    """``count`` validated, encoded records, each a distinct submission.
+
+    With ``markets`` > 0 copy ``i`` belongs to market ``<corpus market id>-m<i mod markets>`` (in
+    the prompt spec and the bundle alike), as on a topic carrying many markets: keyed by the corpus's
+    15 market ids alone, the records fall unevenly on the 4 partitions (one run: 534 / 2,133 /
+    1,333 / 0 of 4,000), so with two consumers one of them gets two thirds of the backlog."""
     prepared = []
     for index in range(count):
         document = copy.deepcopy(templates[index % len(templates)])
         bundle = document["evidence_bundle"]
         bundle["bundle_id"] = f"{bundle['bundle_id']}-{tag}-{index}"
+        if markets > 0:
+            market = f"{bundle['market_id']}-m{index % markets}"
+            bundle["market_id"] = document["prompt_spec"]["market"]["market_id"] = market
         prepared.append(prepare_document(document))
     return prepared
 
@@ -182,9 +199,12 @@ async def produce(bootstrap: str, topic: str, batch: list[PreparedRecord], rate:
                     await asyncio.sleep(delay)
             headers = [*record.headers, (HEADER, str(time.time_ns()).encode())]
             pending.append(await producer.send(topic, value=record.value, key=record.key, headers=headers))
-        await asyncio.gather(*pending)
+        sent = await asyncio.gather(*pending)
     finally:
         await producer.stop()
+    if rate is None:
+        counts = collections.Counter(metadata.partition for metadata in sent)
+        print(f"  records per partition: {' / '.join(str(counts[p]) for p in range(PARTITIONS))}")
 
 
 async def produced_at(bootstrap: str, topic: str) -> dict[tuple[int, int], int]:
@@ -384,6 +404,12 @@ def main() -> None:
         "--consumer-arg", action="append", default=[], help="extra ledger consume option (repeatable)"
     )
     parser.add_argument(
+        "--markets",
+        type=int,
+        default=MARKETS,
+        help=f"market ids (record keys) the copies are spread over (default {MARKETS}; 0: the corpus's own)",
+    )
+    parser.add_argument(
         "--keep-logs", type=Path, metavar="DIR", help="copy the consumers' JSON logs into DIR at the end"
     )
     args = parser.parse_args()
@@ -410,19 +436,23 @@ def run_phases(
 ) -> None:
     """The chosen phases, one after another, printing each one's figures."""
     print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}, Python {platform.python_version()}")
-    print(f"{where}; topic: 4 partitions; consumer {' '.join(CONSUMER_ARGS) or 'defaults'}")
+    print(
+        f"{where}; topic: {PARTITIONS} partitions, {args.markets or 'the corpus'} market ids; consumer {' '.join(CONSUMER_ARGS) or 'defaults'}"
+    )
     if "1" in phases:
-        one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a"), 1, work)
+        one = throughput(bootstrap, admin_url, records(templates, args.bundles, "a", args.markets), 1, work)
         print(f"1 consumer : {one:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
     two = 0.0
     if "2" in phases:
-        two = throughput(bootstrap, admin_url, records(templates, args.bundles, "b"), 2, work)
+        two = throughput(bootstrap, admin_url, records(templates, args.bundles, "b", args.markets), 2, work)
         print(f"2 consumers: {two:8.0f} bundles/s  ({args.bundles} bundles, backlog)")
     if "latency" not in phases:
         return
     rate = args.rate or max(1.0, two / 2)
     count = max(1, int(rate * args.latency_seconds))
-    p50, p99, worst, measured = latency(bootstrap, admin_url, records(templates, count, "c"), rate, work)
+    p50, p99, worst, measured = latency(
+        bootstrap, admin_url, records(templates, count, "c", args.markets), rate, work
+    )
     print(
         f"latency at {rate:.0f} bundles/s, 2 consumers, {measured} records: "
         f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms (produce → commit)"

@@ -64,14 +64,18 @@ class ConsumeReport:
     started: float = field(default_factory=time.monotonic)
     _last_lag: dict[int, int] = field(default_factory=dict)
 
-    def totals(self) -> Totals:
-        """The counters now; the lag as last seen (a member forgets its lag when it leaves)."""
+    def remember_lag(self) -> None:
+        """Keep the lag gauge's values, if any (a member forgets its lag when it leaves)."""
         lag = {
             int(partition): int(value)
             for partition, value in _by_label(self.metrics.lag, "partition").items()
         }
         if lag:
             self._last_lag = lag
+
+    def totals(self) -> Totals:
+        """The counters now; the lag as last seen (:meth:`remember_lag`)."""
+        self.remember_lag()
         rejected = {
             reason: int(count) for reason, count in _by_label(self.metrics.rejected, "reason").items()
         }
@@ -106,7 +110,7 @@ class ConsumeReport:
     async def watch_lag(self, interval: float = 0.25) -> None:
         """Only remember the lag (no drawing) until cancelled, for the summary."""
         while True:
-            self.totals()
+            self.remember_lag()  # the lag gauge alone: collecting every counter cost the loop ~3 %
             await asyncio.sleep(interval)
 
     def summary_lines(self, outcome: str) -> list[str]:

@@ -45,7 +45,6 @@ __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
 MAX_PER_CODE = 1000
 AUTO_PARALLEL_MIN = 10_000  # submissions; below this, checking inline beats starting a fork server
 AUTO_PARALLEL_MIN_FORKED = 2_000  # the same when workers are forked (they start at once)
-FIRST_PAGE = 100  # submissions in the first page read by a one-job run (the next ones double)
 
 
 @dataclass
@@ -189,12 +188,8 @@ def _offset_moves(conn: Any, report: VerifyReport) -> None:
 
 
 def _pages_then_facts(conn: Any, page_size: int, wide: VerifyReport) -> Iterator[list[SubmissionGroup]]:
-    """Every page (:func:`iter_groups`), then the ledger-wide facts into ``wide`` (same connection).
-
-    The pages grow from :data:`FIRST_PAGE` submissions (doubling up to ``page_size``): the checks
-    start once a small first page is read, not after a whole page (the reader thread reads each
-    next page while the current one is checked)."""
-    yield from iter_groups(conn, page_size, first_page_size=FIRST_PAGE)
+    """Every page (:func:`iter_groups`), then the ledger-wide facts into ``wide`` (same connection)."""
+    yield from iter_groups(conn, page_size)
     _ledger_wide(conn, wide)
     _offset_moves(conn, wide)
 

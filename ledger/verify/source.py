@@ -236,26 +236,17 @@ def load_page(conn: Connection[Any], after: str, page_size: int) -> list[Submiss
     return _page(conn, heads) if heads else []
 
 
-def iter_groups(
-    conn: Connection[Any], page_size: int = PAGE_SIZE, first_page_size: int | None = None
-) -> Iterator[list[SubmissionGroup]]:
-    """Every submission, page by page, with its entries and steps.
-
-    With ``first_page_size``, the first page holds at most that many submissions and each next one
-    twice as many as the one before, up to ``page_size`` (a caller that checks a page while the
-    next is read waits only for a small first page); the pages are the same consecutive runs of
-    ``submission_id`` order either way, only cut elsewhere."""
+def iter_groups(conn: Connection[Any], page_size: int = PAGE_SIZE) -> Iterator[list[SubmissionGroup]]:
+    """Every submission, page by page, with its entries and steps."""
     after = ""
-    size = page_size if first_page_size is None else max(1, min(first_page_size, page_size))
     while True:
-        page = load_page(conn, after, size)
+        page = load_page(conn, after, page_size)
         if not page:
             return
         yield page
-        if len(page) < size:
+        if len(page) < page_size:
             return
         after = page[-1].submission_id
-        size = min(2 * size, page_size)
 
 
 def unbacked_offset_moves(conn: Connection[Any], limit: int = 100) -> list[dict[str, Any]] | None:

@@ -1,5 +1,7 @@
-"""The inner loop of :meth:`ledger.translog.leaves.ProvenLeaves.add_many`: store the leaf of each
-proven ``(global_seq, entry_hash)`` in the leaf arrays (a pure function over two bytearrays).
+"""The inner loops of the log check: :func:`fill_leaves`, of
+:meth:`ledger.translog.leaves.ProvenLeaves.add_many` (store the leaf of each proven ``(global_seq,
+entry_hash)`` in the leaf arrays, a pure function over two bytearrays), and :func:`tile_root`, the
+root of a whole tile of leaves (:mod:`ledger.translog.scan`).
 
 Compiled with mypyc (:mod:`ledger.build`); the source is the reference (``LEDGER_ENGINE=pure``).
 """
@@ -9,7 +11,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-__all__ = ["fill_leaves"]
+from engine.merkle.rfc6962 import root_from_leaf_hashes
+
+__all__ = ["fill_leaves", "tile_root"]
+
+_HASH_SIZE = 32
+_TILE_BYTES = 256 * _HASH_SIZE  # a whole tile: 256 leaf hashes (ledger.translog.tiles.TILE_WIDTH)
 
 
 def fill_leaves(hashes: bytearray, present: bytearray, pairs: list[Any], start: int) -> int:
@@ -42,3 +49,18 @@ def fill_leaves(hashes: bytearray, present: bytearray, pairs: list[Any], start: 
         present[index] = 1
         position += 1
     return position
+
+
+def tile_root(data: Any) -> bytes:
+    """The root of a whole tile (256 leaf hashes of 32 bytes, concatenated, as ``bytes``): the same
+    root as :func:`~engine.merkle.rfc6962.root_from_leaf_hashes`, which a tree of a power-of-two
+    size splits in halves down to pairs, computed level by level here without recursion. Anything
+    else goes to that function, which decides (and raises where it raises)."""
+    if type(data) is not bytes or len(data) != _TILE_BYTES:
+        return root_from_leaf_hashes([data[i : i + _HASH_SIZE] for i in range(0, len(data), _HASH_SIZE)])
+    level: bytes = data
+    sha256 = hashlib.sha256
+    pair = 2 * _HASH_SIZE
+    while len(level) > _HASH_SIZE:  # halves of a power of two: every level pairs up exactly
+        level = b"".join([sha256(b"\x01" + level[i : i + pair]).digest() for i in range(0, len(level), pair)])
+    return level

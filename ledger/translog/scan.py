@@ -10,12 +10,12 @@ only when the two differ, to name each leaf that differs).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from engine.merkle.rfc6962 import Frontier, root_from_leaf_hashes
+from engine.merkle.rfc6962 import Frontier
 from ledger.translog.db import Database, run
+from ledger.translog.leaf_fill import tile_root
 from ledger.translog.leaves import EntryCheckError, ProvenLeaves, check_stored_entry, entry_leaf_hash
 from ledger.translog.log_problem import LogProblem
 from ledger.translog.tiles import TILE_HEIGHT, fetch_tiles
@@ -35,7 +35,6 @@ __all__ = [
 MAX_REPORTS_PER_CODE = 20
 TILE_WIDTH = 1 << TILE_HEIGHT
 HASH_SIZE = 32
-_TILE_BYTES = TILE_WIDTH * HASH_SIZE
 
 Node = tuple[int, tuple[int, int], bytes]
 """``(global_seq of the leaf that completed it, (level, idx), hash)``."""
@@ -91,20 +90,6 @@ class TileLeaves:
             (first + i, (0, first + i - 1), data[i * HASH_SIZE : (i + 1) * HASH_SIZE])
             for i in range(len(data) // HASH_SIZE)
         ]
-
-
-def tile_root(data: bytes) -> bytes:
-    """The root of a whole tile (:data:`TILE_WIDTH` leaf hashes of 32 bytes, concatenated): the same
-    root as :func:`~engine.merkle.rfc6962.root_from_leaf_hashes`, which a tree of a power-of-two
-    size splits in halves down to pairs, computed level by level here without recursion. Anything
-    else goes to that function, which decides (and raises where it raises)."""
-    if type(data) is not bytes or len(data) != _TILE_BYTES:
-        return root_from_leaf_hashes([data[i : i + HASH_SIZE] for i in range(0, len(data), HASH_SIZE)])
-    sha256 = hashlib.sha256
-    pair = 2 * HASH_SIZE
-    while len(data) > HASH_SIZE:  # halves of a power of two: every level pairs up exactly
-        data = b"".join([sha256(b"\x01" + data[i : i + pair]).digest() for i in range(0, len(data), pair)])
-    return data
 
 
 class Scan:

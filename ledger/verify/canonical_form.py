@@ -153,7 +153,7 @@ VIEWS: dict[str, dict[str, Any]] = {
     "submission.received": {
         "evidence_bundle": {"items": ELEMENTS},
         "evidence_root": None,
-        "prompt_spec": {"market": None},
+        "prompt_spec": {"market": {"market_id": None}},
         "prompt_spec_hash": None,
     },
     "audit.completed": {"roots": None, "trace": {"step_hashes": None}},

@@ -342,10 +342,11 @@ class _Checker(RootChecks):
             )
         return broken
 
-    def committed_step(self, row: StepRow, text_hash: str) -> dict[str, Any]:
+    def committed_step(self, row: StepRow, text_hash: str) -> dict[str, Any] | None:
         """The row's trace.step payload: compared as exact text with what the append path writes for
-        the row's step columns (the common case, no parsing), else parsed and checked. ``text_hash``
-        (the recomputed hash of its text) proves a step_hash equal to it plain."""
+        the row's step columns (the common case, no parsing: None, the payload commits to exactly the
+        row's columns), else parsed and checked (its members, or ``{}``). ``text_hash`` (the
+        recomputed hash of its text) proves a step_hash equal to it plain."""
         step_hash, step_id, step_type = row.step_hash, row.step_id, row.step_type
         if (
             type(row.step_index) is int
@@ -362,34 +363,27 @@ class _Checker(RootChecks):
                 f'"step_index":{row.step_index},"step_type":{quote(step_type)}}}'
             )
         if row.payload_canonical == expected:
-            return {
-                "step_hash": row.step_hash,
-                "step_id": row.step_id,
-                "step_index": row.step_index,
-                "step_type": row.step_type,
-            }
+            return None
         payload = self.parse_payload(row)
         return payload if isinstance(payload, dict) else {}
 
-    def step(self, row: StepRow, committed: dict[str, Any], header_hash: Any, text_hash: str) -> bool:
-        """Check one row (``text_hash``: the SHA-256 of its text); True when something is wrong with it."""
-        details: dict[str, Any] = {
-            "recomputed": text_hash,
-            "step_hash_column": row.step_hash,
-            "committed": committed.get("step_hash"),
-        }
+    def step(self, row: StepRow, committed: dict[str, Any] | None, header_hash: Any, text_hash: str) -> bool:
+        """Check one row (``text_hash``: the SHA-256 of its text; ``committed``: its trace.step
+        payload's members, None when that payload is exactly the row's own columns written canonically,
+        so that it commits to the row's hash, index, id and type); True when something is wrong with it."""
+        committed_hash = row.step_hash if committed is None else committed.get("step_hash")
         code = message = None
         if text_hash != row.step_hash:
             code, message = (
                 "step_hash_mismatch",
                 "the stored canonical step does not hash to its step_hash",
             )
-        elif committed.get("step_hash") != row.step_hash:
+        elif committed is not None and committed_hash != row.step_hash:
             code, message = (
                 "step_not_committed",
                 "the step row's hash differs from the one its trace.step entry commits to",
             )
-        elif [committed.get(k) for k in ("step_index", "step_id", "step_type")] != [
+        elif committed is not None and [committed.get(k) for k in ("step_index", "step_id", "step_type")] != [
             row.step_index,
             row.step_id,
             row.step_type,
@@ -398,8 +392,9 @@ class _Checker(RootChecks):
                 "step_entry_mismatch",
                 "the trace.step entry names another step index, id or type",
             )
+        audit_trace_hash = None
         if code is None and header_hash is not None and header_hash != text_hash:
-            details["audit_trace_hash"] = header_hash
+            audit_trace_hash = header_hash
             code, message = (
                 "trace_header_mismatch",
                 "the audit.completed trace lists another hash for this step",
@@ -408,6 +403,13 @@ class _Checker(RootChecks):
             code, message = self.step_columns(row)
         if code is None or message is None:
             return False
+        details: dict[str, Any] = {
+            "recomputed": text_hash,
+            "step_hash_column": row.step_hash,
+            "committed": committed_hash,
+        }
+        if audit_trace_hash is not None:
+            details["audit_trace_hash"] = audit_trace_hash
         self.report(
             code,
             message,

@@ -12,9 +12,10 @@ a proof in the recomputed reasoning tree; ``bundle_root`` is the claimed ``por_r
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from engine.canonical import canonical_bytes, sha256_hex
+from engine.canonical import canonical_bytes
 from engine.sentinel import Challenge, ChallengeKind, MerkleProofPacket, make_challenge
 from ledger.verify.canonical_form import cournot_root_hex, is_hex32
 from ledger.verify.problems import Problem
@@ -22,6 +23,12 @@ from ledger.verify.problems import Problem
 __all__ = ["COMPONENTS", "RootChecks"]
 
 COMPONENTS = ("prompt_spec_hash", "evidence_root", "reasoning_root", "verdict_hash")
+
+
+def sha256_hex(data: bytes) -> str:
+    """:func:`engine.canonical.sha256_hex` (``0x`` + SHA-256 hex of ``data``), in this compiled module:
+    a native call per evidence item instead of one through the engine's module object."""
+    return "0x" + hashlib.sha256(data).hexdigest()
 
 
 class RootChecks:
@@ -121,13 +128,7 @@ class RootChecks:
             )
         if broken_steps and "reasoning_root" not in disputed:
             self.leaf_challenges(broken_steps, step_leaves)
-        claimed_components = [self.claimed_roots.get(name) for name in COMPONENTS]
-        internal = (
-            cournot_root_hex([str(value) for value in claimed_components])
-            if all(is_hex32(value) for value in claimed_components)
-            else None
-        )
-        if claimed_por != por_root and claimed_por != internal:
+        if claimed_por != por_root and claimed_por != self._claimed_internal_root():
             self.report(
                 "por_root_mismatch",
                 "the claimed por_root is neither the root of the claimed nor of the recomputed components",
@@ -142,6 +143,14 @@ class RootChecks:
                     },
                 ),
             )
+
+    def _claimed_internal_root(self) -> str | None:
+        """The root of the claimed components when all four are hex32 (else None): a claimed
+        por_root that differs from the recomputed one is accepted if it is this (computed then only)."""
+        claimed_components = [self.claimed_roots.get(name) for name in COMPONENTS]
+        if not all(is_hex32(value) for value in claimed_components):
+            return None
+        return cournot_root_hex([str(value) for value in claimed_components])
 
     def challenge(self, kind: ChallengeKind, por_index: int, **fields: Any) -> Challenge | None:
         """A challenge against the claimed por_root; default proof: leaf ``por_index`` of the PoR tree."""

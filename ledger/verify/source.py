@@ -159,12 +159,26 @@ def unstored_submissions(conn: Connection[Any], limit: int = 100) -> list[tuple[
     return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
 
 
-def steps_of(entries: Sequence[EntryRow]) -> list[StepRow]:
+def steps_of(entries: Sequence[tuple[Any, ...]]) -> list[StepRow]:
     """The steps of a submission: its ``trace.step`` entries whose step body columns are all set, in
     ``step_index`` order (stable: a repeated index keeps stream order). A ``trace.step`` entry without
-    a complete body is left out (the checks name it: ``step_row_missing``)."""
-    # entry[9:] is the step body (step_index ... canonical_step: the field check above holds it there)
-    steps = [_new_step(entry) for entry in entries if entry.kind == "trace.step" and None not in entry[9:]]
+    a complete body is left out (the checks name it: ``step_row_missing``).
+
+    ``entries``: :class:`EntryRow` values or the driver's rows they are made from (plain tuples of the
+    same columns: a step is then made from the row at once, without copying an :class:`EntryRow`)."""
+    # entry[3] is the kind, entry[9:15] the step body (step_index ... canonical_step: the field check
+    # above holds them there); each body column tested on its own (no slice built per entry)
+    steps = [
+        _new_step(entry)
+        for entry in entries
+        if entry[14] is not None
+        and entry[3] == "trace.step"
+        and entry[9] is not None
+        and entry[10] is not None
+        and entry[11] is not None
+        and entry[12] is not None
+        and entry[13] is not None
+    ]
     steps.sort(key=_STEP_INDEX)
     return steps
 
@@ -182,10 +196,12 @@ def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[Submissio
         )
         .fetchall()
     )
-    entries = {sid: list(group) for sid, group in groupby(map(_new_entry, rows), key=_SUBMISSION_OF_ENTRY)}
+    # grouped as the driver's rows: each becomes an EntryRow, and the steps are made from the rows
+    by_submission = {sid: list(group) for sid, group in groupby(rows, key=_SUBMISSION_OF_ENTRY)}
     groups = []
     for sid, key, market_id, bundle_id, status, input_hashes, version in heads:
-        found = entries.get(sid, ())
+        raw = by_submission.get(sid, ())
+        found: Sequence[EntryRow] = list(map(_new_entry, raw)) if raw else ()
         groups.append(
             SubmissionGroup(
                 submission_id=sid,
@@ -196,7 +212,7 @@ def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[Submissio
                 input_hashes_canonical=input_hashes,
                 engine_version=version,
                 entries=found,
-                steps=steps_of(found),
+                steps=steps_of(raw),
             )
         )
     return groups

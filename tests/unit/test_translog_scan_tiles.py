@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from engine.merkle.rfc6962 import root_from_leaf_hashes
+from ledger.translog import leaf_fill
 from ledger.translog.scan import HASH_SIZE, TILE_WIDTH, Leaves, Node, Scan, TileLeaves, tile_root
 
 
@@ -57,6 +58,16 @@ def test_leaves_split_keeps_positions_and_submissions() -> None:
         Leaves(1, b"\x00" * 33, None)
     with pytest.raises(ValueError, match="32 bytes each"):
         Leaves(1, b"\x00" * 64, ["one"])
+
+
+def test_the_compiled_tile_root_takes_whole_tiles_of_this_width() -> None:
+    assert leaf_fill._TILE_BYTES == TILE_WIDTH * HASH_SIZE
+    whole = b"".join(leaf for _, _, leaf in _leaves(TILE_WIDTH))
+    assert tile_root(whole) == root_from_leaf_hashes(
+        [whole[i : i + HASH_SIZE] for i in range(0, len(whole), HASH_SIZE)]
+    )
+    with pytest.raises(ValueError, match="must be 32 bytes"):  # not bytes: the reference decides (refuses)
+        tile_root(bytearray(whole))
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 255, TILE_WIDTH, 257])

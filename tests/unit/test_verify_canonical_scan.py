@@ -146,7 +146,15 @@ PAYLOADS = st.fixed_dictionaries(
     optional={
         "evidence_bundle": st.fixed_dictionaries({}, optional={"items": st.lists(PLAIN, max_size=3) | PLAIN, "x": PLAIN})
         | PLAIN,
-        "prompt_spec": st.fixed_dictionaries({}, optional={"market": PLAIN, "other": PLAIN}) | PLAIN,
+        "prompt_spec": st.fixed_dictionaries(
+            {},
+            optional={
+                "market": st.fixed_dictionaries({}, optional={"a": PLAIN, "market_id": PLAIN_TEXTS | PLAIN, "z": PLAIN})
+                | PLAIN,
+                "other": PLAIN,
+            },
+        )
+        | PLAIN,
         "verdict": st.fixed_dictionaries({}, optional={"evidence_root": PLAIN_TEXTS, "confidence": FLOATS}) | PLAIN,
         "roots": PLAIN,
         "trace": st.fixed_dictionaries({}, optional={"step_hashes": PLAIN, "policy": PLAIN}) | PLAIN,
@@ -173,6 +181,25 @@ def test_views_and_pieces_are_those_of_the_parsed_payload(payload: dict[str, Any
     viewed = view_canonical(text, keep, split=split)
     _, canonical, pieces = parse_canonical(text, split=split)
     assert viewed is not None and canonical and viewed[1] == pieces
+
+
+@settings(max_examples=200, deadline=None)
+@given(PAYLOADS)
+def test_the_market_view_gives_the_market_id_the_parsed_payload_gives(payload: dict[str, Any]) -> None:
+    """What the root checks read of the market (``spec["market"].get("market_id")``, only when the
+    market is an object) is the same from the view as from the whole parsed payload."""
+    text = canonical_text(payload)
+    viewed = view_canonical(text, VIEWS["submission.received"], split=True)
+    assert viewed is not None
+    parsed = json.loads(text)
+
+    def market_id(value: Any) -> Any:
+        spec = value.get("prompt_spec")
+        if isinstance(spec, dict) and isinstance(spec.get("market"), dict):
+            return ("object", spec["market"].get("market_id", "(default)"))
+        return ("none", spec.get("market") if isinstance(spec, dict) else None)
+
+    assert market_id(viewed[0]) == market_id(parsed)
 
 
 def test_views_refuse_what_they_cannot_decide() -> None:

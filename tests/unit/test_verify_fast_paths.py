@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.canonical import to_hex
@@ -148,6 +149,39 @@ def test_steps_of_keeps_complete_trace_step_bodies_in_step_index_order() -> None
     assert all(
         isinstance(step, StepRow) and tuple(step) == tuple(entries[step.global_seq - 1]) for step in steps
     )
+
+
+_BODY_VALUES = st.none() | st.integers(0, 3) | st.text(max_size=2) | st.lists(st.text(max_size=1), max_size=1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["trace.step", "submission.received", "verdict.issued"]),
+            st.tuples(*[_BODY_VALUES] * 5),
+            st.none() | st.integers(0, 3),
+        ),
+        max_size=8,
+    )
+)
+def test_steps_of_the_driver_rows_are_the_steps_of_their_entry_rows(
+    rows: list[tuple[str, tuple[Any, ...], int | None]],
+) -> None:
+    """The steps made from the driver's rows (plain tuples) are those made from their EntryRows, and
+    those of the definition: trace.step entries with no None in their body columns, by step_index."""
+    raw = [
+        (seq, _hex(1), seq, kind, _hex(2), _hex(3), _hex(4), "1", "{}", index, *body)
+        for seq, (kind, body, index) in enumerate(rows, start=1)
+    ]
+    entries = [EntryRow(*row) for row in raw]
+    expected = sorted(
+        (row for row in entries if row.kind == "trace.step" and None not in row[9:]), key=lambda row: row[9]
+    )
+    for given_rows in (raw, entries):
+        steps = steps_of(given_rows)
+        assert all(type(step) is StepRow for step in steps)
+        assert [tuple(step) for step in steps] == [tuple(row) for row in expected]
 
 
 _STEP_TEXTS = [

@@ -9,8 +9,9 @@ source checkout.
 
 :data:`LEDGER` holds, chosen by profile (``py-spy --native`` of ``ledger verify`` and ``ledger
 replay``), pure functions and plain classes only: the per-submission checks of ``ledger verify``
-(entries, steps, roots), its canonical-form checks, the storing of the leaves its ledger pass proved
-for the log check (``ledger.translog.leaf_fill``), replay's text-only identity check, and the
+(entries, the entry kinds each status allows, steps, roots), its canonical-form checks, the storing
+of the leaves its ledger pass proved for the log check and the root of a whole tile
+(``ledger.translog.leaf_fill``), replay's text-only identity check, and the
 append path's per-entry texts made before the lock (``ledger.store.chain_text``: the hash chain,
 ``trace.step`` payloads, the header; ``ledger.store.copy_text``: the entries' COPY data). No
 dataclass, named tuple or Pydantic model is defined in them (a compiled dataclass has no

@@ -42,7 +42,7 @@ from engine.schemas import (
     ReasoningStep,
     ReasoningTrace,
 )
-from engine.schemas.trusted import trusted
+from engine.schemas.trusted import model_layout, trusted
 
 __all__ = [
     "InputCommitments",
@@ -383,7 +383,8 @@ def compute_roots(
     )
     evidence_count, reasoning_count = inputs.evidence_leaf_count, inputs.reasoning_leaf_count
     if (
-        _lower_hex32(spec_hex)
+        _ROOTS_FAST
+        and _lower_hex32(spec_hex)
         and _lower_hex32(evidence_hex)
         and _lower_hex32(reasoning_hex)
         and _lower_hex32(v_hash)
@@ -420,6 +421,21 @@ def compute_roots(
 _LOWER_HEX32: Final = re.compile(r"0x[0-9a-f]{64}")
 _ROOT_HASHES: Final = ("prompt_spec_hash", "evidence_root", "reasoning_root", "verdict_hash", "por_root")
 _ROOT_COUNTS: Final = ("evidence_leaf_count", "reasoning_leaf_count")
+_ROOTS_FAST: Final = model_layout(PoRRoots) == (
+    "prompt_spec_hash: <class 'str'> [] PydanticUndefined",
+    "evidence_root: <class 'str'> [] PydanticUndefined",
+    "evidence_leaf_count: <class 'int'> [Ge(ge=0)] PydanticUndefined",
+    "reasoning_root: <class 'str'> [] PydanticUndefined",
+    "reasoning_leaf_count: <class 'int'> [Ge(ge=0)] PydanticUndefined",
+    "verdict_hash: <class 'str'> [] PydanticUndefined",
+    "por_root: <class 'str'> [] PydanticUndefined",
+    "field validators {'_check_hex': ['prompt_spec_hash', 'evidence_root', 'reasoning_root', 'verdict_hash', 'por_root']}",
+    "model validators []",
+    "serializers [] []",
+    "config {'extra': 'forbid'}",
+)
+"""Whether ``PoRRoots`` still has exactly the layout :func:`roots_model` and :func:`compute_roots`
+restate (two counts ``>= 0``, five hashes through ``_check_hex``); else every call validates."""
 
 
 def roots_model(values: dict[str, Any]) -> PoRRoots:
@@ -429,7 +445,8 @@ def roots_model(values: dict[str, Any]) -> PoRRoots:
     least 0, and exactly the model's seven fields. Anything else is validated, and refused there,
     as before. Property-tested equal to the validating constructor."""
     if (
-        len(values) == len(_ROOT_HASHES) + len(_ROOT_COUNTS)
+        _ROOTS_FAST
+        and len(values) == len(_ROOT_HASHES) + len(_ROOT_COUNTS)
         and all(_lower_hex32(values.get(name)) for name in _ROOT_HASHES)
         and all(_count(values.get(name)) for name in _ROOT_COUNTS)
     ):

@@ -45,7 +45,7 @@ from engine.judge.variables import (
     parse_evaluation_variables,
 )
 from engine.schemas import ChallengeRef, CheckResult, EvidenceBundle, PromptSpec, ReasoningTrace
-from engine.schemas.trusted import trusted
+from engine.schemas.trusted import model_layout, trusted
 
 __all__ = [
     "R_BINARY_DECISION",
@@ -118,12 +118,23 @@ _CHALLENGE_KINDS: Final = frozenset(
 )
 _CHALLENGE_OPTIONAL: Final = (("leaf_index", int), ("evidence_id", str), ("step_id", str), ("reason", str))
 _CHALLENGE_FAST: Final = (
-    tuple(ChallengeRef.model_fields) == ("kind", *(name for name, _ in _CHALLENGE_OPTIONAL))
+    model_layout(ChallengeRef)
+    == (
+        "kind: typing.Literal['evidence_leaf', 'reasoning_leaf', 'verdict_hash', 'por_bundle', 'provenance_tier'] [] PydanticUndefined",
+        "leaf_index: int | None [] None",
+        "evidence_id: str | None [] None",
+        "step_id: str | None [] None",
+        "reason: str | None [] None",
+        "field validators {}",
+        "model validators []",
+        "serializers [] []",
+        "config {'extra': 'forbid'}",
+    )
     and frozenset(get_args(ChallengeRef.model_fields["kind"].annotation)) == _CHALLENGE_KINDS
-    and all(ChallengeRef.model_fields[name].default is None for name, _ in _CHALLENGE_OPTIONAL)
 )
-"""Whether ``ChallengeRef`` still declares exactly the layout :func:`challenge_ref` checks (else
-every call validates)."""
+"""Whether ``ChallengeRef`` still has exactly the layout :func:`challenge_ref` restates (its
+fields, their annotations, constraints and defaults, no validators or serializers); else every
+call validates, so a constraint added to the model later is never skipped."""
 
 
 def challenge_ref(values: dict[str, Any]) -> ChallengeRef:

@@ -18,6 +18,7 @@ __all__ = [
     "PASSED_TEMPLATE",
     "WARNING_TEMPLATE",
     "instance_from_state",
+    "model_layout",
     "trusted",
     "trusted_check",
     "trusted_check_from",
@@ -49,6 +50,25 @@ def instance_from_state(
     object.__setattr__(instance, "__pydantic_extra__", None)
     object.__setattr__(instance, "__pydantic_private__", private)
     return instance
+
+
+def model_layout(cls: type[BaseModel]) -> tuple[str, ...]:
+    """What a fast path that builds ``cls`` without validation restates by hand: each field's name,
+    annotation, constraints and default, the validators and serializers, and the model's config.
+    A caller compares it with the layout it was written for and validates when they differ, so a
+    constraint added to the model later is never skipped."""
+    decorators = cls.__pydantic_decorators__
+    validators = {name: list(found.info.fields) for name, found in decorators.field_validators.items()}
+    return (
+        *(
+            f"{name}: {field.annotation!r} {field.metadata!r} {field.default!r}"
+            for name, field in cls.model_fields.items()
+        ),
+        f"field validators {validators!r}",
+        f"model validators {sorted(decorators.model_validators)!r}",
+        f"serializers {sorted(decorators.field_serializers)!r} {sorted(decorators.model_serializers)!r}",
+        f"config {dict(sorted(cls.model_config.items()))!r}",
+    )
 
 
 def _plan_of(cls: type[BaseModel]) -> _Plan:

@@ -91,7 +91,13 @@ from run_all_parsers import (  # noqa: E402
 SCRIPTS = [
     Script("auditor", "bench_auditor.py", ["--json"], ["--json", "--repetitions", "50"], parse_auditor),
     Script("cournot", "bench_cournot.py", [], ["--rounds", "3"], json_line),
-    Script("append", "bench_append.py", [], ["--submissions", "1000", "--appenders", "1,2"], parse_append),
+    Script(
+        "append",
+        "bench_append.py",
+        ["--appenders", "1,2"],
+        ["--submissions", "1000", "--appenders", "1,2"],
+        parse_append,
+    ),
     Script("scaling", "bench_scaling.py", ["--json"], ["--json", "--quick"], parse_scaling),
     Script("replay", "bench_replay.py", [], ["--submissions", "2000"], parse_replay),
     Script(

@@ -160,7 +160,9 @@ MARKETS = 1000
 """Distinct market ids (the record key, so the partition) the copies are spread over (``--markets``)."""
 
 
-def records(templates: list[dict[str, Any]], count: int, tag: str, markets: int) -> list[PreparedRecord]:
+def records(
+    templates: list[dict[str, Any]], count: int, tag: str, markets: int = MARKETS
+) -> list[PreparedRecord]:
     """``count`` validated, encoded records, each a distinct submission.
 
     With ``markets`` > 0 copy ``i`` belongs to market ``<corpus market id>-m<i mod markets>`` (in

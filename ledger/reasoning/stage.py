@@ -135,6 +135,18 @@ def _derived_expression(
     return f"{format_operand(value)} - {right}", "evaluation_variables", operands
 
 
+def _no_arithmetic_message(variables: Mapping[str, Any]) -> str:
+    """Why no expression was derived: the operands are missing, or present but not finite numbers."""
+    present = [name for name in ("numeric_value", "threshold") if variables.get(name) is not None]
+    unusable = [name for name in present if not is_finite_number(variables.get(name))]
+    if unusable:
+        return (
+            f"the auditor's {' and '.join(unusable)} for this submission is not a finite number "
+            "(a bool, a non-number, or a value beyond float range), so no arithmetic can be checked"
+        )
+    return "the auditor evaluated no numeric_value and threshold for this submission"
+
+
 def derive_request(
     question: str | None,
     options: Mapping[str, Any] | None,
@@ -152,7 +164,7 @@ def derive_request(
     reason_code = message = None
     if expression is None:
         reason_code = "no_arithmetic"
-        message = "the auditor evaluated no numeric_value and threshold for this submission"
+        message = _no_arithmetic_message(evaluation_variables or {})
     elif not query:
         reason_code, message = "no_query", "the submission has no market question to verify against"
     return ReasoningRequest(

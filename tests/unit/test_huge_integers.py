@@ -43,4 +43,13 @@ def test_huge_evaluation_variables_derive_no_arithmetic() -> None:
     request = derive_request(
         "Will X exceed Y?", {}, {"numeric_value": HUGE, "threshold": 1, "comparator": ">"}
     )
-    assert request.expression is None
+    assert request.expression is None and request.reason_code == "no_arithmetic"
+    assert request.message is not None and "numeric_value" in request.message
+    assert "not a finite number" in request.message and "evaluated no" not in request.message
+
+
+def test_missing_evaluation_variables_are_named_as_missing() -> None:
+    request = derive_request("Will X exceed Y?", {}, {"comparator": ">"})
+    assert request.message == "the auditor evaluated no numeric_value and threshold for this submission"
+    boolean = derive_request("Will X exceed Y?", {}, {"numeric_value": True, "threshold": 1})
+    assert boolean.message is not None and boolean.message.startswith("the auditor's numeric_value ")

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from engine.canonical import _dumps_reference, canonical_bytes
 from engine.canonical_models import model_bytes, ready_dump_bytes, ready_fields, spelled_fields

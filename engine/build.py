@@ -57,6 +57,7 @@ COMPILED_MODULES = (
     "engine/jsonio.py",
     "engine/merkle/cournot_fold.py",
     "engine/schemas/trusted.py",
+    "engine/schemas/utc.py",
     "engine/auditor/agent.py",
     "engine/auditor/checks.py",
     "engine/auditor/record.py",

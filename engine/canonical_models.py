@@ -37,6 +37,7 @@ __all__ = [
     "ready_dump",
     "ready_dump_bytes",
     "ready_fields",
+    "spelled_fields",
 ]
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_UTC_Z
@@ -93,11 +94,12 @@ def _plan(kind: type) -> _Plan:
     return plan
 
 
-def _ready_fields(model: Any, plan: _Plan) -> dict[str, Any] | None:
+def _ready_fields(model: Any, plan: _Plan, spell: bool) -> dict[str, Any] | None:
     """The fields of a direct-field model (None dropped), each orjson-ready, else ``None``.
 
     A C-level copy of ``__dict__`` (no insert per field); it must hold exactly the plan's fields,
-    so only None entries are deleted and model-typed entries rewritten."""
+    so only None entries are deleted and model-typed entries rewritten. With ``spell`` a value that
+    is not :func:`json_ready` is written by :func:`_spelled` instead of declining."""
     data: dict[str, Any] = model.__dict__
     if len(data) != len(plan):
         return None
@@ -110,22 +112,36 @@ def _ready_fields(model: Any, plan: _Plan) -> dict[str, Any] | None:
         kind = type(item)
         if kind is str or kind is int or kind is bool or json_ready(item):
             continue
-        if item is _ABSENT or declared is None:
+        if item is _ABSENT:
             return None
-        ready = _ready_declared(item, declared)
+        if declared is None:
+            if not spell:
+                return None
+            ready = _spelled(item)
+        else:
+            ready = _ready_declared(item, declared, spell)
         if ready is None:
             return None
         out[name] = ready
     return out
 
 
-def _ready_declared(item: Any, declared: frozenset[type]) -> Any:
+def _spelled(item: Any) -> Any:
+    """:func:`engine.float_spelling.repr_floats` of a value (not None), or ``None`` when it refuses."""
+    try:
+        return repr_floats(item)
+    except ValueError:
+        return None
+
+
+def _ready_declared(item: Any, declared: frozenset[type], spell: bool) -> Any:
     """A value of a field typed with models: models of exactly a declared class become their
-    ready fields; lists are walked; anything else must be :func:`json_ready`. ``None`` if unsure."""
+    ready fields; lists are walked; anything else must be :func:`json_ready` (or, with ``spell``,
+    is written by :func:`_spelled`). ``None`` if unsure."""
     kind = type(item)
     if kind in declared:
         plan = _plan(kind)
-        return _ready_fields(item, plan) if plan else None
+        return _ready_fields(item, plan, spell) if plan else None
     if kind is list:
         items: list[Any] = item
         out: list[Any] = []
@@ -133,12 +149,14 @@ def _ready_declared(item: Any, declared: frozenset[type]) -> Any:
             if element is None:
                 out.append(None)
                 continue
-            ready = _ready_declared(element, declared)
+            ready = _ready_declared(element, declared, spell)
             if ready is None:
                 return None
             out.append(ready)
         return out
-    return item if json_ready(item) else None
+    if json_ready(item):
+        return item
+    return _spelled(item) if spell else None
 
 
 def ready_fields(model: BaseModel) -> dict[str, Any] | None:
@@ -154,7 +172,22 @@ def ready_fields(model: BaseModel) -> dict[str, Any] | None:
     if not plan:
         return None
     try:
-        return _ready_fields(model, plan)
+        return _ready_fields(model, plan, False)
+    except RecursionError:
+        return None
+
+
+def spelled_fields(model: BaseModel) -> dict[str, Any] | None:
+    """:func:`ready_fields`, except that a value :func:`json_ready` refuses (a ``None`` inside a dict,
+    a float orjson may spell unlike ``repr``) is written by :func:`engine.float_spelling.repr_floats`
+    instead of declining: ``repr_floats`` of the ``exclude_none`` dump, which is what
+    :func:`model_bytes` writes when the dump is not ready, without the dump. For bytes only (the
+    floats are ``orjson.Fragment`` values); ``None`` when unsure, as :func:`ready_fields`."""
+    plan = _plan(type(model))
+    if not plan:
+        return None
+    try:
+        return _ready_fields(model, plan, True)
     except RecursionError:
         return None
 
@@ -188,7 +221,7 @@ def model_bytes(model: BaseModel) -> bytes | None:
 
     A dump holding floats orjson may spell unlike ``repr`` is written with those floats as their
     ``repr`` (:func:`engine.float_spelling.repr_floats`) instead of declining."""
-    fields = ready_fields(model)
+    fields = spelled_fields(model)
     if fields is not None:
         return ready_dump_bytes(fields)
     try:

@@ -30,7 +30,7 @@ from engine.canonical import (
     plain_data,
     to_hex,
 )
-from engine.canonical_models import ready_dump, ready_dump_bytes
+from engine.canonical_models import ready_dump, ready_dump_bytes, spelled_fields
 from engine.merkle.cournot import compute_por_root, cournot_root
 from engine.schemas import (
     DeterministicVerdict,
@@ -269,7 +269,10 @@ def bundle_canonical(bundle: EvidenceBundle) -> tuple[bytes, ItemCanonical | Non
     Property-tested equal to canonicalising each item alone.
     """
     if _exact_items(bundle):
-        dumped = ready_dump(bundle)
+        # the spelled fields when they can be read (any float, None inside dicts), else the dump
+        dumped = spelled_fields(bundle)
+        if dumped is None:
+            dumped = ready_dump(bundle)
         whole = None if dumped is None else ready_dump_bytes(dumped)
         if dumped is not None and whole is not None:
             parts = [ready_dump_bytes(item) for item in dumped["items"]]

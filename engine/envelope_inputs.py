@@ -115,8 +115,10 @@ def decode_submission(
     except StrictJSONError as exc:
         raise from_strict_json_error(exc) from exc
     if not isinstance(document, dict) or "schema_id" in document or "schema_version" in document:
-        # an envelope (or not even an object): the consumer's verdict on these very bytes
-        return decode_envelope(raw, max_bytes=max_bytes, max_depth=max_depth)
+        # an envelope (or not even an object): the consumer's verdict on these very bytes.
+        # decode_envelope(raw) would make the same size checks (passed above) and this very decode
+        # (same bytes, same limits) before validate_envelope: the bytes are not parsed twice.
+        return validate_envelope(document, raw)
     value = encode_envelope(as_envelope_document(document))
     return decode_envelope(value, max_bytes=max_bytes, max_depth=max_depth)
 

@@ -41,7 +41,10 @@ def shape(cls: type[BaseModel]) -> dict[str, object]:
     """Fields (annotation and constraints), validators and config, without memory addresses."""
     decorators = cls.__pydantic_decorators__
     fields = {
-        name: re.sub(r" at 0x[0-9a-f]+", "", f"{field.annotation} {field.metadata}")
+        # a compiled validator (engine.schemas.utc) shows as a built-in function: the same name pinned
+        name: re.sub(
+            r" at 0x[0-9a-f]+|(?<=<)built-in (?=function )", "", f"{field.annotation} {field.metadata}"
+        )
         for name, field in cls.model_fields.items()
     }
     return {
@@ -60,7 +63,7 @@ PINNED: dict[str, dict[str, object]] = {
             "outcome": "<class 'str'> []",
             "confidence": "<class 'float'> [Ge(ge=0), Le(le=1)]",
             "resolution_time": "typing.Optional[typing.Annotated[datetime.datetime, "
-            "AfterValidator(func=<function _to_utc>)]] "
+            "AfterValidator(func=<function to_utc>)]] "
             "[]",
             "resolution_rule_id": "<class 'str'> [MinLen(min_length=1)]",
             "prompt_spec_hash": "str | None []",

@@ -188,9 +188,10 @@ class _Scan:
             if keep is None or view is None:
                 i = self.value_end(start, depth)
             else:
-                i = self.member(text[key:key_end], start, depth, keep, view)
+                name = text[key:key_end]  # one string for the view and the spans
+                i = self.member(name, start, depth, keep, view)
                 if spans is not None and i >= 0:
-                    spans[text[key:key_end]] = (start, i)
+                    spans[name] = (start, i)
             if i < 0 or i >= n:
                 return -1
             c = ord(text[i])

@@ -1,7 +1,8 @@
 """Reading the ledger for ``ledger verify``: submissions in pages with all their entries and steps.
 
 Submissions are paged by ``submission_id`` (keyset on the primary key); each page loads its
-entries with one ``= ANY(...)`` query (``ORDER BY submission_id, stream_seq`` on the unique index).
+entries with one range query over the page's ids (``ORDER BY submission_id, stream_seq`` on the
+unique index).
 Each entry row is read once: a ``trace.step`` entry carries its step body in the same row (revision
 0008), so a submission's steps are its ``trace.step`` rows with a body, ordered by ``step_index``
 here (:func:`steps_of`). A submission's entries need not be contiguous in ``global_seq``
@@ -183,16 +184,19 @@ def steps_of(entries: Sequence[tuple[Any, ...]]) -> list[StepRow]:
     return steps
 
 
-def _page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
-    ids = [head[0] for head in heads]
+def _page(conn: Connection[Any], after: str, heads: list[tuple[Any, ...]]) -> list[SubmissionGroup]:
+    # The entries of every submission id in (after, last head], in the server's order of the ids as
+    # for the heads: those of the heads, and of any id no submission row holds (an entry whose row
+    # was deleted: never grouped below, ``unstored_submissions`` names it). A range on the unique
+    # index's first column, with no array of ids to write and match.
     # Binary results: the same Python values (text and text[] as str and lists of str, integers as
     # int) with less parsing here: integers and arrays are not read back from their text form.
     rows = (
         conn.cursor(binary=True)
         .execute(
-            f"SELECT {ENTRY_ROW_COLUMNS} FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) "
-            "ORDER BY submission_id, stream_seq",  # sorted by the server: less work in this process
-            {"ids": ids},
+            f"SELECT {ENTRY_ROW_COLUMNS} FROM ledger_store.entries WHERE submission_id > %(after)s "
+            "AND submission_id <= %(last)s ORDER BY submission_id, stream_seq",  # sorted by the server
+            {"after": after, "last": heads[-1][0]},
         )
         .fetchall()
     )
@@ -233,7 +237,7 @@ def load_page(conn: Connection[Any], after: str, page_size: int) -> list[Submiss
         "ORDER BY submission_id LIMIT %(limit)s",
         {"after": after, "limit": page_size},
     ).fetchall()
-    return _page(conn, heads) if heads else []
+    return _page(conn, after, heads) if heads else []
 
 
 def iter_groups(conn: Connection[Any], page_size: int = PAGE_SIZE) -> Iterator[list[SubmissionGroup]]:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from multiprocessing import get_all_start_methods, get_context
 from multiprocessing.context import BaseContext
 from typing import Any, Literal
@@ -85,14 +85,14 @@ class SubmissionReplay:
 
     def leaf(self) -> bytes:
         """This outcome as a leaf of the run's ``results_root`` (canonical JSON bytes)."""
-        return canonical_text(
+        return leaf_bytes(
             {
                 "por_root": self.por_root,
                 "recorded_engine_version": self.recorded_engine_version,
                 "status": self.status,
                 "submission_id": self.submission_id,
             }
-        ).encode("utf-8")
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -112,6 +112,28 @@ class SubmissionReplay:
         if self.reasoning:
             out["reasoning"] = [item.to_json() for item in self.reasoning]
         return out
+
+
+def leaf_bytes(values: dict[str, Any]) -> bytes:
+    """``canonical_text(values)`` as UTF-8, for a dict of exact ``str`` keys in sorted order.
+
+    When every value is None or an exact ``str``, the canonical text is orjson's with sorted keys
+    and the None members dropped: strings are written alike, and no float is there to be spelled
+    otherwise (the canonical function re-spells only floats, so a string that merely looks like one
+    comes out the same). orjson refusing a string (a lone surrogate) and any other value take the
+    canonical function, which decides and raises as before; the tests hold the two equal.
+    """
+    plain: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if type(value) is not str or type(key) is not str:
+            return canonical_text(values).encode("utf-8")
+        plain[key] = value
+    try:
+        return orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return canonical_text(values).encode("utf-8")
 
 
 def _load(text: str | None, kind: str) -> dict[str, Any]:
@@ -186,18 +208,92 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
     status: ReplayStatus = "error"
     if fast is not None:
         status = "version_drift" if recorded != fast.engine_version else "identical"
-    outcome = SubmissionReplay(
-        submission_id=case.submission_id,
-        market_id=case.market_id,
-        first_seq=case.first_seq,
-        status=status,
-        recorded_engine_version=recorded,
-        steps=len(case.step_texts),
-        head_stream_seq=case.head_stream_seq,
-        por_root=None if fast is None else fast.roots.por_root,
-        reasoning=reasoning,
+    outcome = _outcome(
+        case.submission_id,
+        case.market_id,
+        case.first_seq,
+        status,
+        recorded,
+        len(case.step_texts),
+        case.head_stream_seq,
+        None if fast is None else fast.roots.por_root,
+        reasoning,
     )
     return outcome if fast is not None else _replay_exact(case, outcome)
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+_OUTCOME_LAYOUT_HOLDS = (
+    tuple(item.name for item in fields(SubmissionReplay))
+    == (
+        "submission_id",
+        "market_id",
+        "first_seq",
+        "status",
+        "recorded_engine_version",
+        "steps",
+        "head_stream_seq",
+        "differing",
+        "first",
+        "por_root",
+        "error",
+        "reasoning",
+    )
+    and not hasattr(SubmissionReplay, "__post_init__")
+    and not hasattr(SubmissionReplay, "__slots__")
+)
+"""Whether :func:`_outcome` may set a record's ``__dict__`` (the layout it was written for)."""
+
+
+def _outcome(
+    submission_id: str,
+    market_id: str | None,
+    first_seq: int,
+    status: ReplayStatus,
+    recorded_engine_version: str,
+    steps: int,
+    head_stream_seq: int,
+    por_root: str | None,
+    reasoning: tuple[ReasoningReplay, ...],
+) -> SubmissionReplay:
+    """``SubmissionReplay(...)`` of these fields (the others at their defaults) with its ``__dict__``
+    set at once: the same frozen record, equal, hashed and pickled alike (the frozen dataclass's
+    ``__init__`` stores each field through ``object.__setattr__``, a call per field; the tests pin
+    the two equal). Its callers pass values of the declared types (replay's own). Should the record
+    change shape (other fields, a ``__post_init__``), the constructor is called instead."""
+    if not _OUTCOME_LAYOUT_HOLDS:
+        return SubmissionReplay(
+            submission_id=submission_id,
+            market_id=market_id,
+            first_seq=first_seq,
+            status=status,
+            recorded_engine_version=recorded_engine_version,
+            steps=steps,
+            head_stream_seq=head_stream_seq,
+            por_root=por_root,
+            reasoning=reasoning,
+        )
+    outcome = _new_object(SubmissionReplay)
+    _set_attribute(
+        outcome,
+        "__dict__",
+        {
+            "submission_id": submission_id,
+            "market_id": market_id,
+            "first_seq": first_seq,
+            "status": status,
+            "recorded_engine_version": recorded_engine_version,
+            "steps": steps,
+            "head_stream_seq": head_stream_seq,
+            "differing": (),
+            "first": None,
+            "por_root": por_root,
+            "error": None,
+            "reasoning": reasoning,
+        },
+    )
+    return outcome
 
 
 def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionReplay:
@@ -298,7 +394,7 @@ class ReplayReport:
         self.tree.append(leaf_hash(item.leaf()))
         self.first_seq = item.first_seq if self.first_seq is None else self.first_seq
         self.last_seq = item.first_seq
-        if keep_identical or item.status != "identical" or item.failed:
+        if keep_identical or item.status != "identical" or (item.reasoning and item.failed):
             if len(self.results) < MAX_RESULTS:
                 self.results.append(item)
             else:

@@ -44,10 +44,9 @@ from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.received import received_identical, received_pieces
-from ledger.replay.results import ResultsTree
+from ledger.replay.results import ResultsTree, leaf_bytes
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import outcome_entries, payload_entries, submission_draft
-from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
 __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay", "worker_context"]
@@ -112,28 +111,6 @@ class SubmissionReplay:
         if self.reasoning:
             out["reasoning"] = [item.to_json() for item in self.reasoning]
         return out
-
-
-def leaf_bytes(values: dict[str, Any]) -> bytes:
-    """``canonical_text(values)`` as UTF-8, for a dict of exact ``str`` keys in sorted order.
-
-    When every value is None or an exact ``str``, the canonical text is orjson's with sorted keys
-    and the None members dropped: strings are written alike, and no float is there to be spelled
-    otherwise (the canonical function re-spells only floats, so a string that merely looks like one
-    comes out the same). orjson refusing a string (a lone surrogate) and any other value take the
-    canonical function, which decides and raises as before; the tests hold the two equal.
-    """
-    plain: dict[str, str] = {}
-    for key, value in values.items():
-        if value is None:
-            continue
-        if type(value) is not str or type(key) is not str:
-            return canonical_text(values).encode("utf-8")
-        plain[key] = value
-    try:
-        return orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:
-        return canonical_text(values).encode("utf-8")
 
 
 def _load(text: str | None, kind: str) -> dict[str, Any]:
@@ -224,22 +201,22 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
 
 _new_object = object.__new__
 _set_attribute = object.__setattr__
+_OUTCOME_FIELDS = [
+    "submission_id",
+    "market_id",
+    "first_seq",
+    "status",
+    "recorded_engine_version",
+    "steps",
+    "head_stream_seq",
+    "differing",
+    "first",
+    "por_root",
+    "error",
+    "reasoning",
+]
 _OUTCOME_LAYOUT_HOLDS = (
-    tuple(item.name for item in fields(SubmissionReplay))
-    == (
-        "submission_id",
-        "market_id",
-        "first_seq",
-        "status",
-        "recorded_engine_version",
-        "steps",
-        "head_stream_seq",
-        "differing",
-        "first",
-        "por_root",
-        "error",
-        "reasoning",
-    )
+    [item.name for item in fields(SubmissionReplay)] == _OUTCOME_FIELDS
     and not hasattr(SubmissionReplay, "__post_init__")
     and not hasattr(SubmissionReplay, "__slots__")
 )
@@ -257,42 +234,26 @@ def _outcome(
     por_root: str | None,
     reasoning: tuple[ReasoningReplay, ...],
 ) -> SubmissionReplay:
-    """``SubmissionReplay(...)`` of these fields (the others at their defaults) with its ``__dict__``
-    set at once: the same frozen record, equal, hashed and pickled alike (the frozen dataclass's
-    ``__init__`` stores each field through ``object.__setattr__``, a call per field; the tests pin
-    the two equal). Its callers pass values of the declared types (replay's own). Should the record
-    change shape (other fields, a ``__post_init__``), the constructor is called instead."""
+    """``SubmissionReplay(...)`` with its ``__dict__`` set at once (no ``object.__setattr__`` call per
+    field; the tests pin the two equal); the constructor when the record changed shape."""
+    values = {
+        "submission_id": submission_id,
+        "market_id": market_id,
+        "first_seq": first_seq,
+        "status": status,
+        "recorded_engine_version": recorded_engine_version,
+        "steps": steps,
+        "head_stream_seq": head_stream_seq,
+        "differing": (),
+        "first": None,
+        "por_root": por_root,
+        "error": None,
+        "reasoning": reasoning,
+    }
     if not _OUTCOME_LAYOUT_HOLDS:
-        return SubmissionReplay(
-            submission_id=submission_id,
-            market_id=market_id,
-            first_seq=first_seq,
-            status=status,
-            recorded_engine_version=recorded_engine_version,
-            steps=steps,
-            head_stream_seq=head_stream_seq,
-            por_root=por_root,
-            reasoning=reasoning,
-        )
+        return SubmissionReplay(**values)
     outcome = _new_object(SubmissionReplay)
-    _set_attribute(
-        outcome,
-        "__dict__",
-        {
-            "submission_id": submission_id,
-            "market_id": market_id,
-            "first_seq": first_seq,
-            "status": status,
-            "recorded_engine_version": recorded_engine_version,
-            "steps": steps,
-            "head_stream_seq": head_stream_seq,
-            "differing": (),
-            "first": None,
-            "por_root": por_root,
-            "error": None,
-            "reasoning": reasoning,
-        },
-    )
+    _set_attribute(outcome, "__dict__", values)
     return outcome
 
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.replay.runner import SubmissionReplay, leaf_bytes
+from ledger.replay.results import leaf_bytes
+from ledger.replay.runner import SubmissionReplay
 from ledger.store.hashing import canonical_text
 
 

@@ -236,7 +236,7 @@ def _outcome(
 ) -> SubmissionReplay:
     """``SubmissionReplay(...)`` with its ``__dict__`` set at once (no ``object.__setattr__`` call per
     field; the tests pin the two equal); the constructor when the record changed shape."""
-    values = {
+    values: dict[str, Any] = {
         "submission_id": submission_id,
         "market_id": market_id,
         "first_seq": first_seq,

@@ -8,9 +8,14 @@ once) when asked; the tests pin it to ``Frontier.append`` leaf by leaf.
 
 from __future__ import annotations
 
-from engine.merkle.rfc6962 import HASH_SIZE, Frontier, node_hash
+from typing import Any
 
-__all__ = ["ResultsTree"]
+import orjson
+
+from engine.merkle.rfc6962 import HASH_SIZE, Frontier, node_hash
+from ledger.store.hashing import canonical_text
+
+__all__ = ["ResultsTree", "leaf_bytes"]
 
 
 class ResultsTree:
@@ -41,3 +46,25 @@ class ResultsTree:
     def frontier(self) -> Frontier:
         """The :class:`~engine.merkle.rfc6962.Frontier` of the leaves appended so far."""
         return Frontier(self._size, tuple(self._roots))
+
+
+def leaf_bytes(values: dict[str, Any]) -> bytes:
+    """``canonical_text(values)`` as UTF-8, for a dict of exact ``str`` keys in sorted order.
+
+    When every value is None or an exact ``str``, the canonical text is orjson's with sorted keys
+    and the None members dropped: strings are written alike, and no float is there to be spelled
+    otherwise (the canonical function re-spells only floats, so a string that merely looks like one
+    comes out the same). orjson refusing a string (a lone surrogate) and any other value take the
+    canonical function, which decides and raises as before; the tests hold the two equal.
+    """
+    plain: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if type(value) is not str or type(key) is not str:
+            return canonical_text(values).encode("utf-8")
+        plain[key] = value
+    try:
+        return orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return canonical_text(values).encode("utf-8")

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from multiprocessing import get_all_start_methods, get_context
 from multiprocessing.context import BaseContext
 from typing import Any, Literal
@@ -44,10 +44,9 @@ from ledger.replay.compare import Difference, StoredArtifacts, compare_run
 from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.received import received_identical, received_pieces
-from ledger.replay.results import ResultsTree
+from ledger.replay.results import ResultsTree, leaf_bytes
 from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
 from ledger.store.drafts import outcome_entries, payload_entries, submission_draft
-from ledger.store.hashing import canonical_text
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
 __all__ = ["ReplayReport", "SubmissionReplay", "replay_case", "run_replay", "worker_context"]
@@ -85,14 +84,14 @@ class SubmissionReplay:
 
     def leaf(self) -> bytes:
         """This outcome as a leaf of the run's ``results_root`` (canonical JSON bytes)."""
-        return canonical_text(
+        return leaf_bytes(
             {
                 "por_root": self.por_root,
                 "recorded_engine_version": self.recorded_engine_version,
                 "status": self.status,
                 "submission_id": self.submission_id,
             }
-        ).encode("utf-8")
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -186,18 +185,76 @@ def replay_case(case: ReplayCase, live: bool = False) -> SubmissionReplay:
     status: ReplayStatus = "error"
     if fast is not None:
         status = "version_drift" if recorded != fast.engine_version else "identical"
-    outcome = SubmissionReplay(
-        submission_id=case.submission_id,
-        market_id=case.market_id,
-        first_seq=case.first_seq,
-        status=status,
-        recorded_engine_version=recorded,
-        steps=len(case.step_texts),
-        head_stream_seq=case.head_stream_seq,
-        por_root=None if fast is None else fast.roots.por_root,
-        reasoning=reasoning,
+    outcome = _outcome(
+        case.submission_id,
+        case.market_id,
+        case.first_seq,
+        status,
+        recorded,
+        len(case.step_texts),
+        case.head_stream_seq,
+        None if fast is None else fast.roots.por_root,
+        reasoning,
     )
     return outcome if fast is not None else _replay_exact(case, outcome)
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+_OUTCOME_FIELDS = [
+    "submission_id",
+    "market_id",
+    "first_seq",
+    "status",
+    "recorded_engine_version",
+    "steps",
+    "head_stream_seq",
+    "differing",
+    "first",
+    "por_root",
+    "error",
+    "reasoning",
+]
+_OUTCOME_LAYOUT_HOLDS = (
+    [item.name for item in fields(SubmissionReplay)] == _OUTCOME_FIELDS
+    and not hasattr(SubmissionReplay, "__post_init__")
+    and not hasattr(SubmissionReplay, "__slots__")
+)
+"""Whether :func:`_outcome` may set a record's ``__dict__`` (the layout it was written for)."""
+
+
+def _outcome(
+    submission_id: str,
+    market_id: str | None,
+    first_seq: int,
+    status: ReplayStatus,
+    recorded_engine_version: str,
+    steps: int,
+    head_stream_seq: int,
+    por_root: str | None,
+    reasoning: tuple[ReasoningReplay, ...],
+) -> SubmissionReplay:
+    """``SubmissionReplay(...)`` with its ``__dict__`` set at once (no ``object.__setattr__`` call per
+    field; the tests pin the two equal); the constructor when the record changed shape."""
+    values: dict[str, Any] = {
+        "submission_id": submission_id,
+        "market_id": market_id,
+        "first_seq": first_seq,
+        "status": status,
+        "recorded_engine_version": recorded_engine_version,
+        "steps": steps,
+        "head_stream_seq": head_stream_seq,
+        "differing": (),
+        "first": None,
+        "por_root": por_root,
+        "error": None,
+        "reasoning": reasoning,
+    }
+    if not _OUTCOME_LAYOUT_HOLDS:
+        return SubmissionReplay(**values)
+    outcome = _new_object(SubmissionReplay)
+    _set_attribute(outcome, "__dict__", values)
+    return outcome
 
 
 def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionReplay:
@@ -298,7 +355,7 @@ class ReplayReport:
         self.tree.append(leaf_hash(item.leaf()))
         self.first_seq = item.first_seq if self.first_seq is None else self.first_seq
         self.last_seq = item.first_seq
-        if keep_identical or item.status != "identical" or item.failed:
+        if keep_identical or item.status != "identical" or (item.reasoning and item.failed):
             if len(self.results) < MAX_RESULTS:
                 self.results.append(item)
             else:

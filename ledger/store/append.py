@@ -359,7 +359,7 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
 
     The statements go as one simple query (no bound parameters: the values are quoted literals),
     run in order inside the open transaction; the first that fails stops the rest."""
-    statements = [
+    statements: list[sql.Composable] = [
         sql.SQL(
             "SELECT set_config('lock_timeout', {}, true), set_config('idle_in_transaction_session_timeout', {}, true)"
         ).format(sql.Literal(lock_timeout), sql.Literal(idle_timeout))

@@ -55,7 +55,7 @@ def test_a_batch_takes_one_round_trip_to_lock_and_one_to_read_what_is_stored(
             again = [audited("k3", steps=1), audited("k1", steps=1), audited("k1", steps=3)]
             results = store.append_batch(again, [OffsetAdvance("g", "t", 0, 2, 5)])
         [lock] = [s for s in seen if "LOCK TABLE" in s]
-        assert "set_config('lock_timeout', '7s', true)" in lock and "SET LOCAL ROLE \"ledger_writer\"" in lock
+        assert "set_config('lock_timeout', '7s', true)" in lock and 'SET LOCAL ROLE "ledger_writer"' in lock
         assert not [s for s in seen if "set_config" in s and s is not lock]
         [read] = [s for s in seen if "idempotency_key = ANY" in s]
         assert "max(global_seq)" in read

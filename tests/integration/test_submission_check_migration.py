@@ -92,9 +92,9 @@ def _insert(url: str, rows: list[tuple[Any, ...]], *, copy: bool, keep: bool = T
 def _rows(url: str, submission_ids: list[str]) -> list[tuple[Any, ...]]:
     """One follow-up entry per id, after the stored ones (stream_seq 100 + i: no clash)."""
     [(seq,)] = query(url, "SELECT max(global_seq) FROM ledger_store.entries")
+    hashes = ("0x" + "00" * 32, "0x" + "11" * 32, "0x" + "22" * 32)
     return [
-        (seq + 1 + i, sid, 100 + i, "replay.verified", "{}", "0x" + "00" * 32, "0x" + "11" * 32,
-         "0x" + "22" * 32, "v")  # fmt: skip
+        (seq + 1 + i, sid, 100 + i, "replay.verified", "{}", *hashes, "v")
         for i, sid in enumerate(submission_ids)
     ]
 
@@ -107,7 +107,9 @@ def _check_refusals(url: str) -> None:
         for ghost in _lookalikes(stored[0]):
             # the unknown id first, last, or among many rows of stored submissions
             for ids in ([ghost, stored[0]], [stored[0], stored[1], stored[0], ghost], [ghost]):
-                with pytest.raises(psycopg.errors.ForeignKeyViolation, match="is not in ledger_store.submissions"):
+                with pytest.raises(
+                    psycopg.errors.ForeignKeyViolation, match=r"is not in ledger_store\.submissions"
+                ):
                     _insert(url, _rows(url, ids), copy=copy)
         assert query(url, "SELECT count(*) FROM ledger_store.entries") == count  # nothing of them stayed
     # entries all naming stored submissions, several rows per submission, pass (then rolled back:

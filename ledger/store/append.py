@@ -195,15 +195,20 @@ class _Stored:
     entries: tuple[StoredEntry, ...]
 
 
-def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
+def _load_stored(cur: Cursor[Any], keys: list[str]) -> tuple[int, dict[str, _Stored]]:
+    """The highest stored ``global_seq`` and what is stored for ``keys``: one statement (one round
+    trip under the lock), always one row at least, the key NULL where none is stored."""
     cur.execute(
-        "SELECT idempotency_key, submission_id, input_hashes_canonical FROM ledger_store.submissions "
-        "WHERE idempotency_key = ANY(%s)",
+        "SELECT m.seq, s.idempotency_key, s.submission_id, s.input_hashes_canonical "
+        f"FROM ({MAX_GLOBAL_SEQ_SQL}) AS m (seq) "
+        "LEFT JOIN ledger_store.submissions s ON s.idempotency_key = ANY(%s)",
         (keys,),
     )
-    heads = {key: (submission_id, canonical) for key, submission_id, canonical in cur.fetchall()}
+    rows = cur.fetchall()
+    max_seq = int(rows[0][0])
+    heads = {key: (submission_id, canonical) for _, key, submission_id, canonical in rows if key is not None}
     if not heads:
-        return {}
+        return max_seq, {}
     cur.execute(
         select_entries("submission_id = ANY(%s) ORDER BY submission_id, stream_seq", payload=False),
         ([submission_id for submission_id, _ in heads.values()],),
@@ -212,7 +217,7 @@ def _load_stored(cur: Cursor[Any], keys: list[str]) -> dict[str, _Stored]:
     for row in cur.fetchall():
         entry = stored_entry(row)
         by_submission.setdefault(entry.submission_id, []).append(entry)
-    return {
+    return max_seq, {
         key: _Stored(submission_id, canonical, tuple(by_submission.get(submission_id, ())))
         for key, (submission_id, canonical) in heads.items()
     }
@@ -350,14 +355,19 @@ def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None
 
 
 def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_timeout: str) -> None:
-    """Session settings for this transaction, then the global append lock."""
-    cur.execute(
-        "SELECT set_config('lock_timeout', %s, true), set_config('idle_in_transaction_session_timeout', %s, true)",
-        (lock_timeout, idle_timeout),
-    )
+    """Session settings for this transaction, then the global append lock: one round trip.
+
+    The statements go as one simple query (no bound parameters: the values are quoted literals),
+    run in order inside the open transaction; the first that fails stops the rest."""
+    statements: list[sql.Composable] = [
+        sql.SQL(
+            "SELECT set_config('lock_timeout', {}, true), set_config('idle_in_transaction_session_timeout', {}, true)"
+        ).format(sql.Literal(lock_timeout), sql.Literal(idle_timeout))
+    ]
     if role:
-        cur.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
-    cur.execute(APPEND_LOCK_SQL)
+        statements.append(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+    statements.append(sql.SQL(APPEND_LOCK_SQL))
+    cur.execute(sql.SQL("; ").join(statements))
 
 
 def write_batch(
@@ -365,10 +375,8 @@ def write_batch(
 ) -> list[AppendResult]:
     """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
     keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
-    stored = _load_stored(cur, keys)
-    cur.execute(MAX_GLOBAL_SEQ_SQL)
-    row = cur.fetchone()
-    next_seq = int(row[0]) + 1 if row else 1
+    max_seq, stored = _load_stored(cur, keys)
+    next_seq = max_seq + 1
     new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]] = []
     pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
     results: list[AppendResult | None] = []

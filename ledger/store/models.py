@@ -109,7 +109,8 @@ class Entry(Base):
     without lz4 keeps rows up to 8,160 bytes inline and uncompressed (``toast_tuple_target``, set by
     the migration only: no pglz on the append path). That every entry names a
     stored submission is checked once per INSERT/COPY statement by the trigger
-    ``entries_submission_exists`` (not modelled here), not by a per-row foreign key.
+    ``entries_submission_exists`` (not modelled here; since revision 0011 one index probe per
+    distinct ``submission_id`` of the statement), not by a per-row foreign key.
     """
 
     __tablename__ = "entries"

@@ -80,7 +80,7 @@ def test_down_and_up_on_a_ledger_written_before_keeps_every_row(migrated_databas
     assert written_before and set(written_before) == {method}  # compressed before 0010
     assert _options(url) == []
 
-    upgrade(url)
+    upgrade(url, "0010")
     assert current_revision(url) == "0010"
     assert _options(url) == ([] if lz4 else INLINE)
     assert _snapshot(url) == before

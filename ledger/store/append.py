@@ -358,7 +358,9 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
     """Session settings for this transaction, then the global append lock: one round trip.
 
     The statements go as one simple query (no bound parameters: the values are quoted literals),
-    run in order inside the open transaction; the first that fails stops the rest."""
+    run in order inside the open transaction; the first that fails stops the rest. Never prepared
+    (``prepare=False``): a multi-statement string cannot be, and an engine made with psycopg's
+    ``prepare_threshold=0`` would otherwise try on first use."""
     statements: list[sql.Composable] = [
         sql.SQL(
             "SELECT set_config('lock_timeout', {}, true), set_config('idle_in_transaction_session_timeout', {}, true)"
@@ -367,7 +369,7 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
     if role:
         statements.append(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
     statements.append(sql.SQL(APPEND_LOCK_SQL))
-    cur.execute(sql.SQL("; ").join(statements))
+    cur.execute(sql.SQL("; ").join(statements), prepare=False)
 
 
 def write_batch(

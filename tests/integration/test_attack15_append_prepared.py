@@ -23,7 +23,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("threshold", [0, 1, None])
-def test_append_on_an_engine_that_prepares_every_statement(migrated_database_url: str, threshold: int | None) -> None:
+def test_append_on_an_engine_that_prepares_every_statement(
+    migrated_database_url: str, threshold: int | None
+) -> None:
     url = migrated_database_url
     engine = create_ledger_engine(url, connect_args={"prepare_threshold": threshold}, pool_size=1)
     try:

@@ -1,7 +1,7 @@
 """``ledger verify`` pages entries by an id range (``after < id <= last``) instead of ``= ANY(ids)``.
 
 On a database whose default collation is ICU ``en-US`` (ids ordered unlike bytes: ``0xab...`` before
-``0xAB...``), with orphan entries between and next to the heads (a submission row deleted; a
+``0xAB...``), with orphan entries before, between, next to and after the heads (submission rows deleted; a
 submission id changed to its upper-case spelling, so its entries name the lower-case one; entries
 renamed to an id with a trailing space), the report is the same as with the old ``= ANY(ids)``
 query at every page size, and the same with two jobs.
@@ -103,7 +103,8 @@ def test_range_pages_report_as_any_ids_under_icu(icu_url: str, monkeypatch: pyte
     assert icu_first is True
     stored = sorted(s.submission_id for s in build_ledger(url, limit=8))
     assert len(stored) >= 6
-    tamper(url, "DELETE FROM ledger_store.submissions WHERE submission_id = %(s)s", {"s": stored[1]})
+    for gone in (stored[0], stored[1], stored[-1]):  # orphans before, between and after the heads
+        tamper(url, "DELETE FROM ledger_store.submissions WHERE submission_id = %(s)s", {"s": gone})
     tamper(
         url,
         "UPDATE ledger_store.submissions SET submission_id = '0x' || upper(substr(submission_id, 3)) "

@@ -21,10 +21,11 @@ from psycopg import sql
 from sqlalchemy import create_engine, make_url
 
 from ledger.connect import libpq_url
-from ledger.migration import upgrade
+from ledger.migration import downgrade, upgrade
 from ledger.verify import runner, source, workers
 from tests.helpers.database import query, tamper
-from tests.helpers.replay import build_ledger
+from tests.helpers.replay import build_ledger, ledger_json
+from tests.integration.test_submission_check_migration import _check_refusals
 
 pytestmark = pytest.mark.integration
 
@@ -126,3 +127,17 @@ def test_range_pages_report_as_any_ids_under_icu(icu_url: str, monkeypatch: pyte
     # two jobs (workers read pages with load_page too): the same report as one job
     assert workers.load_page is source.load_page
     assert _report(url, 1, jobs=2) == new[1]
+
+
+def test_submission_check_refuses_lookalikes_under_icu(icu_url: str) -> None:
+    """Revision 0011's ``DISTINCT`` and probe under an ICU default collation: ids differing from a
+    stored one by case, a trailing space, a look-alike digit or length are refused as under 0010."""
+    url = icu_url
+    upgrade(url)
+    build_ledger(url, limit=3)
+    _check_refusals(url)
+    downgrade(url, "0010")
+    _check_refusals(url)
+    upgrade(url)
+    code, report = ledger_json(url, "verify")
+    assert code == 0, report["problems"]

@@ -48,14 +48,14 @@ from ledger.verify.source import EntryRow, StepRow, SubmissionGroup
 
 __all__ = ["Problem", "check_submission"]
 
-_ACTION_HEAD = '{"action":"'
+_ACTION_HEAD: Final = '{"action":"'
 # Which payload each part the roots are recomputed from is taken from (RootChecks.roots reads the
 # prompt spec and the evidence items from submission.received, the verdict from verdict.issued).
 PIECES_OF: Final[dict[str, tuple[str, ...]]] = {
     "submission.received": ("prompt_spec", "items"),
     "verdict.issued": ("verdict",),
 }
-_EVIDENCE_AFTER_ACTION = '","evidence_ids":'
+_EVIDENCE_AFTER_ACTION: Final = '","evidence_ids":'
 
 
 def _plain(text: str) -> bool:
@@ -99,24 +99,29 @@ def _entry_hash(submission_id: str, entry: EntryRow, payload_hash: str, hashes_p
 def _evidence_ids_written(text: str, evidence_ids: Any) -> bool:
     """True when ``text`` holds ``evidence_ids`` (a list of strings none of which needs a JSON escape)
     written as its canonical form writes it, as the top-level member right after a plain ``action``
-    string (the steps the engine writes); False decides nothing (the general path does)."""
-    if not text.startswith(_ACTION_HEAD) or type(evidence_ids) is not list or not evidence_ids:
+    string (the steps the engine writes); False decides nothing (the general path does).
+
+    One join and one slice compared: the elements hold no quote exactly when the joined text holds
+    only the separators' quotes, no backslash and no character ``str.isprintable`` refuses exactly
+    when no element does."""
+    if type(evidence_ids) is not list or not evidence_ids or not text.startswith(_ACTION_HEAD):
         return False
     action_end = text.find('"', len(_ACTION_HEAD))  # a plain action string ends at its first quote
     if action_end < 0 or not _plain(text[len(_ACTION_HEAD) : action_end]):
         return False
-    if not text.startswith(_EVIDENCE_AFTER_ACTION, action_end):
-        return False
+    elements: list[Any] = evidence_ids
     try:
-        plain = _plain("".join(evidence_ids))  # no element holds a quote
+        joined = '","'.join(elements)
     except TypeError:  # an element that is not a string
         return False
-    if not plain:
+    if "\\" in joined or joined.count('"') != 2 * (len(elements) - 1) or not joined.isprintable():
         return False
-    written = '["' + '","'.join(evidence_ids) + '"]'
-    start = action_end + len(_EVIDENCE_AFTER_ACTION)
-    end = start + len(written)
-    return text.startswith(written, start) and text[end : end + 1] in (",", "}")
+    written = _EVIDENCE_AFTER_ACTION + '["' + joined + '"]'
+    end = action_end + len(written)
+    if end >= len(text) or text[action_end:end] != written:
+        return False
+    after = text[end]
+    return after == "," or after == "}"
 
 
 def _header_text(group: SubmissionGroup) -> tuple[str, dict[str, Any]] | None:

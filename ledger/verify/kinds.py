@@ -32,12 +32,31 @@ REQUIRED_KINDS: Final[dict[str, tuple[str, ...]]] = {
 """The kinds each status needs exactly once; the first is the chain's first entry."""
 
 
+_KNOWN: Final[dict[tuple[str, tuple[str, ...]], list[tuple[str, str]]]] = {}
+""":func:`kind_problems` of ``(status, kinds)`` seen before, all plain ``str`` (a pure function of
+them: the ledger repeats a few kind sequences), up to :data:`_KNOWN_KEPT` of them."""
+_KNOWN_KEPT: Final = 1024
+
+
 def kind_problems(status: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
     """``(code, message)`` for each way ``kinds`` (stream order) break their status's rules.
 
     An allow-list, not a deny-list: a kind the status does not name (a ``verdict.issued`` or a
     follow-up chained onto a rejected submission, say) is ``unexpected_entry``; so is a status
-    this code does not know."""
+    this code does not know. Remembered for plain strings (:data:`_KNOWN`): a new list each call."""
+    key = (status, tuple(kinds))
+    plain = type(status) is str and all(type(kind) is str for kind in key[1])
+    if plain:
+        known = _KNOWN.get(key)
+        if known is not None:
+            return list(known)
+    problems = _kind_problems(status, kinds)
+    if plain and len(_KNOWN) < _KNOWN_KEPT:
+        _KNOWN[key] = list(problems)
+    return problems
+
+
+def _kind_problems(status: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
     order = KIND_ORDER.get(status)
     if order is None:
         return [("unexpected_entry", f"a submission of unknown status {status!r}")]

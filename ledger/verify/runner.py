@@ -45,6 +45,7 @@ __all__ = ["MAX_PER_CODE", "VerifyReport", "run_verify"]
 MAX_PER_CODE = 1000
 AUTO_PARALLEL_MIN = 10_000  # submissions; below this, checking inline beats starting a fork server
 AUTO_PARALLEL_MIN_FORKED = 2_000  # the same when workers are forked (they start at once)
+FIRST_PAGE = 50  # submissions: one job waits for a page this small only before checking starts
 
 
 @dataclass
@@ -189,7 +190,7 @@ def _offset_moves(conn: Any, report: VerifyReport) -> None:
 
 def _pages_then_facts(conn: Any, page_size: int, wide: VerifyReport) -> Iterator[list[SubmissionGroup]]:
     """Every page (:func:`iter_groups`), then the ledger-wide facts into ``wide`` (same connection)."""
-    yield from iter_groups(conn, page_size)
+    yield from iter_groups(conn, page_size, FIRST_PAGE)
     _ledger_wide(conn, wide)
     _offset_moves(conn, wide)
 

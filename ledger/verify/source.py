@@ -240,17 +240,26 @@ def load_page(conn: Connection[Any], after: str, page_size: int) -> list[Submiss
     return _page(conn, after, heads) if heads else []
 
 
-def iter_groups(conn: Connection[Any], page_size: int = PAGE_SIZE) -> Iterator[list[SubmissionGroup]]:
-    """Every submission, page by page, with its entries and steps."""
+def iter_groups(
+    conn: Connection[Any], page_size: int = PAGE_SIZE, first_page: int | None = None
+) -> Iterator[list[SubmissionGroup]]:
+    """Every submission, page by page, with its entries and steps.
+
+    ``first_page``: the first page holds at most that many submissions and each next one twice as
+    many, up to ``page_size`` (a reader ahead of its caller then makes it wait for a small page
+    only, not for a whole one, before its work starts).
+    """
     after = ""
+    size = page_size if first_page is None else max(1, min(first_page, page_size))
     while True:
-        page = load_page(conn, after, page_size)
+        page = load_page(conn, after, size)
         if not page:
             return
         yield page
-        if len(page) < page_size:
+        if len(page) < size:
             return
         after = page[-1].submission_id
+        size = min(page_size, 2 * size)
 
 
 def unbacked_offset_moves(conn: Connection[Any], limit: int = 100) -> list[dict[str, Any]] | None:

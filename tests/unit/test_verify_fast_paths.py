@@ -221,6 +221,44 @@ def test_evidence_ids_fast_path_takes_the_engine_s_steps() -> None:
     assert not _evidence_ids_written('{"action":"a","evidence_ids":["e1","e2"],"inputs":{}}', ['e1","e2'])
 
 
+class _Id(str):
+    """A str subclass among the evidence ids."""
+
+
+_ID = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["e1", "e2", 'e"1', "e\\1", "e\x00", "\ud800", "\u00e9", 'e1","e2', "1.0", "-0"]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    action=st.one_of(st.sampled_from(["extract", 'a"', "a\\", "\x1f", "\ud800"]), st.text(max_size=5)),
+    written=st.lists(_ID, max_size=4),
+    column=st.one_of(st.none(), st.lists(st.one_of(_ID, _ID.map(_Id), st.integers()), max_size=4)),
+    tail=st.sampled_from(["}", ',"inputs":{}}', ',"evidence_ids":["x"]}', "]", "x", ""]),
+)
+def test_evidence_ids_fast_path_never_says_match_where_the_general_path_does_not(
+    action: str, written: list[str], column: list[Any] | None, tail: str
+) -> None:
+    ids = "[" + ",".join(f'"{value}"' for value in written) + "]"
+    for text in (
+        f'{{"action":"{action}","evidence_ids":{ids}{tail}',
+        f'{{"action":"{action}","evidence_ids":{ids}',
+    ):
+        try:
+            value = top_level_value(text, "evidence_ids")
+            found = () if value is MISSING or value is None else tuple(value)
+            general = found == tuple(column or ())
+        except (ValueError, TypeError):
+            general = False
+        if _evidence_ids_written(text, column):
+            assert general, (text, column)
+    if column == written and written and all(type(v) is str for v in written):  # the engine's own steps
+        plain = all(_plain(v) for v in [action, *written])
+        assert _evidence_ids_written(f'{{"action":"{action}","evidence_ids":{ids}}}', column) == plain
+
+
 @given(st.text())
 @example("\ud800")  # a lone surrogate: no UTF-8 form, refused by both
 @example('{"a":"\u00e9\u4e2d\U0001f600"}')

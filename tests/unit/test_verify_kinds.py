@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger.store.records import ENTRY_KINDS
-from ledger.verify.kinds import KIND_ORDER, REQUIRED_KINDS, kind_problems
+from ledger.verify.kinds import KIND_ORDER, REQUIRED_KINDS, _kind_problems, kind_problems
 
 AUDITED = ["submission.received", "trace.step", "trace.step", "audit.completed", "verdict.issued"]
 
@@ -67,3 +69,24 @@ def test_every_status_names_only_known_kinds() -> None:
     for status, order in KIND_ORDER.items():
         assert set(order) <= set(ENTRY_KINDS)
         assert set(REQUIRED_KINDS[status]) <= set(order)
+
+
+class _Kind(str):
+    """A str subclass: never remembered by ``kind_problems``."""
+
+
+_KINDS = st.sampled_from([*ENTRY_KINDS, "x", "", "trace.step\x00", "\ud800"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    status=st.sampled_from([*KIND_ORDER, "unknown", "audited\x00"]),
+    kinds=st.lists(st.one_of(_KINDS, _KINDS.map(_Kind)), max_size=8),
+)
+def test_remembered_results_are_the_computed_ones(status: str, kinds: list[str]) -> None:
+    expected = _kind_problems(status, list(kinds))
+    first = kind_problems(status, kinds)
+    again = kind_problems(status, tuple(kinds))  # remembered by now, unless a kind is a subclass
+    assert first == again == expected
+    first.append(("mutated", "by a caller"))  # each call returns its own list
+    assert kind_problems(status, kinds) == expected

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from engine.canonical import canonical_bytes_of_plain, canonicalize_value
+from pydantic import BaseModel
+
+from engine.canonical import canonical_bytes, canonical_bytes_of_plain, canonicalize_value, sha256_hex
 from engine.pipeline import PipelineResult
 from ledger.store.hashing import quote, text_sha256
 from ledger.store.records import EntryDraft
@@ -66,41 +68,51 @@ def whole_run_identical(
 
 
 def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str, preimage: bytes) -> bool:
-    """``text`` equals the canonical text of the rebuilt ``payload``.
+    """``text`` equals the canonical text of the rebuilt ``payload``, compared as UTF-8 bytes.
 
-    A member of the payload that is ``hashed`` (the very object, e.g. the replayed verdict) is not
-    serialised again: the canonical texts of the other members fix where its text lies in
-    ``text``, and that slice must equal ``preimage``, the canonical bytes the engine made of the
-    member and hashed into ``digest`` (:attr:`~engine.pipeline.PipelineResult.verdict_canonical`,
+    A dict payload with plain ASCII string keys is written member by member, as the canonical form
+    writes a dict (``{"key":<member>,...}``, keys sorted, None members dropped), each member by
+    :func:`_member_bytes`. A member that is ``hashed`` (the very object, e.g. the replayed verdict)
+    is not serialised again: the canonical bytes of the other members fix where its bytes lie in
+    the stored ones, and that slice must equal ``preimage``, the canonical bytes the engine made of
+    the member and hashed into ``digest`` (:attr:`~engine.pipeline.PipelineResult.verdict_canonical`,
     ``roots.verdict_hash``); without them (a result built elsewhere) the slice must hash to
-    ``digest``, as stored steps are proved by their hashes. Payloads of another shape (no such
-    member, keys that are not plain ASCII strings) are serialised whole.
+    ``digest``, as stored steps are proved by their hashes. Payloads of another shape (not a dict,
+    keys that are not plain ASCII strings) are serialised whole.
     """
     keys = sorted(key for key, value in payload.items() if value is not None) if type(payload) is dict else ()
-    if not any(payload[key] is hashed for key in keys) or not all(
-        type(key) is str and key.isascii() for key in keys
-    ):
+    if not keys or not all(type(key) is str and key.isascii() for key in keys):
         return text.encode("utf-8") == _rebuilt_bytes(payload)
-    head, tail, member = ["{"], [], None
+    parts: list[bytes] = []
+    at = -1  # the index in parts of the hashed member's name, when it is a member
     for key in keys:
         value = payload[key]
-        if member is None and value is hashed:
-            member = key
-            head.append(f"{quote(key)}:")
-            continue
-        text_of = f"{quote(key)}:{_rebuilt_bytes(value).decode('utf-8')}"
-        if member is None:
-            head.append(f"{text_of},")
+        name = f"{quote(key)}:".encode()
+        if at < 0 and value is hashed:
+            at = len(parts)
+            parts.append(name)
         else:
-            tail.append(f",{text_of}")
-    tail.append("}")
-    prefix, suffix = "".join(head), "".join(tail)
-    if len(text) < len(prefix) + len(suffix) or not (text.startswith(prefix) and text.endswith(suffix)):
+            parts.append(name + _member_bytes(value))
+    stored = text.encode("utf-8")
+    if at < 0:
+        return stored == b"{" + b",".join(parts) + b"}"
+    prefix = b"{" + b",".join(parts[: at + 1])
+    suffix = b"".join([b"," + part for part in parts[at + 1 :]]) + b"}"
+    if len(stored) < len(prefix) + len(suffix) or not (stored.startswith(prefix) and stored.endswith(suffix)):
         return False
-    member_text = text[len(prefix) : len(text) - len(suffix)]
+    member = stored[len(prefix) : len(stored) - len(suffix)]
     if preimage:
-        return member_text == preimage.decode("utf-8")
-    return text_sha256(member_text) == digest
+        return member == preimage
+    return sha256_hex(member) == digest
+
+
+def _member_bytes(value: Any) -> bytes:
+    """The canonical bytes of one payload member: a model's by :func:`~engine.canonical.canonical_bytes`
+    (its field plan: no generic walk, no key sort), anything else by :func:`_rebuilt_bytes`. Both
+    are the store's canonical form (``canonical_text``); the tests pin them equal on the corpus."""
+    if isinstance(value, BaseModel):
+        return canonical_bytes(value)
+    return _rebuilt_bytes(value)
 
 
 def _rebuilt_bytes(payload: Any) -> bytes:

@@ -22,33 +22,44 @@ from ledger.store.records import EntryDraft
 __all__ = ["steps_identical", "whole_run_identical"]
 
 
-def steps_identical(step_hashes: Sequence[str], step_texts: Sequence[str], result: PipelineResult) -> bool:
+def steps_identical(
+    step_hashes: Sequence[str], step_texts: Sequence[str | bytes], result: PipelineResult
+) -> bool:
     """Every stored step row matches the replayed step: the same hashes, and each text hashing to its own.
 
     A text equal to the replayed step's canonical bytes, the very preimage the engine hashed into
     that step's hash (:attr:`~engine.pipeline.PipelineResult.step_canonical`), hashes to it: it is
-    compared instead of hashed. A result without those bytes has each text hashed.
+    compared instead of hashed. A result without those bytes has each text hashed. A text is its
+    UTF-8 bytes (as replay reads them) or the string.
     """
     hashes = result.step_hashes
     if list(step_hashes) != hashes or len(step_texts) != len(hashes):
         return False
     preimages = result.step_canonical
     if len(preimages) != len(hashes):
-        return all(text_sha256(text) == value for text, value in zip(step_texts, hashes, strict=True))
-    return all(text == data.decode("utf-8") for text, data in zip(step_texts, preimages, strict=True))
+        return all(_text_hash(text) == value for text, value in zip(step_texts, hashes, strict=True))
+    return all(
+        text == data if isinstance(text, bytes) else text == data.decode("utf-8")
+        for text, data in zip(step_texts, preimages, strict=True)
+    )
+
+
+def _text_hash(text: str | bytes) -> str:
+    """``text_sha256`` of a stored text given as its UTF-8 bytes or as the string."""
+    return sha256_hex(text) if isinstance(text, bytes) else text_sha256(text)
 
 
 def whole_run_identical(
-    payload_texts: Mapping[str, str | None],
+    payload_texts: Mapping[str, str | bytes | None],
     step_hashes: Sequence[str],
-    step_texts: Sequence[str],
+    step_texts: Sequence[str | bytes],
     result: PipelineResult,
     entries: Iterable[EntryDraft],
 ) -> bool:
     """The fast verdict of :func:`compare_run`, from stored texts alone (nothing parsed): True when
     every stored payload text equals the text the draft builder makes for it in ``entries`` (the
     rebuilt entries, :func:`ledger.store.drafts.payload_entries`; the consumer's spliced canonical
-    text when it made one) and every step row matches.
+    text when it made one) and every step row matches. Texts are UTF-8 bytes or strings.
 
     False says nothing about where the difference is: :func:`compare_run` then finds it.
     """
@@ -58,7 +69,7 @@ def whole_run_identical(
         if text is None or entry is None:
             return False
         if entry.canonical is not None:
-            if text != entry.canonical:
+            if text != (entry.canonical.encode("utf-8") if isinstance(text, bytes) else entry.canonical):
                 return False
         elif not _matches_rebuilt(
             text, entry.payload, result.verdict, result.roots.verdict_hash, result.verdict_canonical
@@ -67,8 +78,9 @@ def whole_run_identical(
     return steps_identical(step_hashes, step_texts, result)
 
 
-def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str, preimage: bytes) -> bool:
-    """``text`` equals the canonical text of the rebuilt ``payload``, compared as UTF-8 bytes.
+def _matches_rebuilt(text: str | bytes, payload: Any, hashed: Any, digest: str, preimage: bytes) -> bool:
+    """``text`` (UTF-8 bytes, or the string) equals the canonical text of the rebuilt ``payload``,
+    compared as UTF-8 bytes.
 
     A dict payload with plain ASCII string keys is written member by member, as the canonical form
     writes a dict (``{"key":<member>,...}``, keys sorted, None members dropped), each member by
@@ -81,8 +93,9 @@ def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str, preimage
     keys that are not plain ASCII strings) are serialised whole.
     """
     keys = sorted(key for key, value in payload.items() if value is not None) if type(payload) is dict else ()
+    stored = text if isinstance(text, bytes) else text.encode("utf-8")
     if not keys or not all(type(key) is str and key.isascii() for key in keys):
-        return text.encode("utf-8") == _rebuilt_bytes(payload)
+        return stored == _rebuilt_bytes(payload)
     parts: list[bytes] = []
     at = -1  # the index in parts of the hashed member's name, when it is a member
     for key in keys:
@@ -93,7 +106,6 @@ def _matches_rebuilt(text: str, payload: Any, hashed: Any, digest: str, preimage
             parts.append(name)
         else:
             parts.append(name + _member_bytes(value))
-    stored = text.encode("utf-8")
     if at < 0:
         return stored == b"{" + b",".join(parts) + b"}"
     prefix = b"{" + b",".join(parts[: at + 1])

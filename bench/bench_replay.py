@@ -144,7 +144,7 @@ def breakdown(engine: Any, count: int) -> None:
             "verdict.issued": case.verdict,
         }
         start = time.process_time_ns()
-        raw = case.received.encode("utf-8")
+        raw = case.received if isinstance(case.received, bytes) else case.received.encode("utf-8")
         received = orjson.loads(raw)
         parsed = time.process_time_ns()
         decoded = decode_stored_inputs(received, raw)

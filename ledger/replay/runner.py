@@ -45,7 +45,7 @@ from ledger.replay.identical import whole_run_identical
 from ledger.replay.reasoning import REASONING_STATUSES, ReasoningReplay, reasoning_stage, replay_reasoning
 from ledger.replay.received import received_identical, received_pieces
 from ledger.replay.results import ResultsTree, leaf_bytes
-from ledger.replay.source import ReplayCase, ReplaySelection, count_selected, iter_replay_pages
+from ledger.replay.source import ReplayCase, ReplaySelection, as_text, count_selected, iter_replay_pages
 from ledger.store.drafts import outcome_entries, payload_entries, submission_draft
 from ledger.store.read import auto_jobs, read_ahead, snapshot
 
@@ -154,7 +154,7 @@ def _identical_fast(case: ReplayCase) -> PipelineResult | None:
         return None
     texts = {_RECEIVED: case.received, _AUDIT: case.audit, _VERDICT: case.verdict}
     try:
-        raw = case.received.encode("utf-8")
+        raw = case.received if isinstance(case.received, bytes) else case.received.encode("utf-8")
         received = orjson.loads(raw)
         if not isinstance(received, dict):
             return None
@@ -260,19 +260,20 @@ def _outcome(
 def _replay_exact(case: ReplayCase, failed: SubmissionReplay) -> SubmissionReplay:
     """Every stored payload parsed exactly, the whole comparison: where the fast path gives up."""
     try:
-        received = _load(case.received, "submission.received")
+        payloads = [
+            None if text is None else as_text(text) for text in (case.received, case.audit, case.verdict)
+        ]
+        received = _load(payloads[0], "submission.received")
         stored = StoredArtifacts(
             engine_version=case.recorded_engine_version,
             received=received,
-            audit=_load(case.audit, "audit.completed"),
-            verdict=_load(case.verdict, "verdict.issued"),
+            audit=_load(payloads[1], "audit.completed"),
+            verdict=_load(payloads[2], "verdict.issued"),
             step_ids=case.step_ids,
             step_hashes=case.step_hashes,
-            step_texts=case.step_texts,
+            step_texts=tuple(map(as_text, case.step_texts)),
             payload_texts={
-                kind: text
-                for kind, text in zip(_COMPARED_KINDS, (case.received, case.audit, case.verdict), strict=True)
-                if text is not None
+                kind: text for kind, text in zip(_COMPARED_KINDS, payloads, strict=True) if text is not None
             },
         )
         # the consumer's own validation (models and cross-field checks), so stored inputs it would

@@ -22,6 +22,8 @@ from psycopg import Connection
 __all__ = [
     "ReplayCase",
     "ReplaySelection",
+    "Text",
+    "as_text",
     "count_selected",
     "iter_replay_pages",
     "parse_since",
@@ -59,11 +61,23 @@ class ReplaySelection:
         }
 
 
+Text = str | bytes
+"""A stored canonical text: its UTF-8 bytes as read from the ledger, or the string."""
+
+
+def as_text(text: Text) -> str:
+    """``text`` as a string (bytes are UTF-8: PostgreSQL's ``convert_to(..., 'UTF8')``)."""
+    return text.decode("utf-8") if isinstance(text, bytes) else text
+
+
 @dataclass(frozen=True)
 class ReplayCase:
     """One stored submission as replay reads it: canonical payload texts and step rows.
 
-    Picklable (plain strings and tuples), so it can be replayed in a worker process.
+    The payload and step texts are :data:`Text`: their UTF-8 bytes as :func:`iter_replay_pages` reads
+    them, or strings (a case made elsewhere, e.g. by the tests); replay treats both alike
+    (:func:`as_text` gives the string). Picklable (plain strings, bytes and tuples), so it can be
+    replayed in a worker process.
     """
 
     submission_id: str
@@ -72,13 +86,13 @@ class ReplayCase:
     submission_engine_version: str
     head_stream_seq: int = 0
     entry_versions: dict[str, str] = field(default_factory=dict)
-    received: str | None = None
-    audit: str | None = None
-    verdict: str | None = None
+    received: Text | None = None
+    audit: Text | None = None
+    verdict: Text | None = None
     reasoning: tuple[tuple[int, str], ...] = ()
     step_ids: tuple[str, ...] = ()
     step_hashes: tuple[str, ...] = ()
-    step_texts: tuple[str, ...] = ()
+    step_texts: tuple[Text, ...] = ()
 
     @property
     def recorded_engine_version(self) -> str:
@@ -146,10 +160,15 @@ def count_selected(conn: Connection[Any], selection: ReplaySelection) -> tuple[i
 # payload texts) and the trace.step entries (their step columns; revision 0008 keeps a step's text
 # on its entry row). Only the columns replay uses are read; a trace.step row's payload text is not.
 _PAGE_KINDS = [*_REPLAYED_KINDS, "trace.step"]
+# The payload and step texts are read as their UTF-8 bytes (``convert_to``, a ``bytea`` in the binary
+# format): replay compares bytes and parses the received payload from bytes, so decoding each text
+# into a ``str`` here and encoding it again there would be work for nothing. Reasoning texts are
+# decoded (the reasoning replay reads text); the exact path decodes what it compares.
 _PAGE_QUERY = (
     "SELECT submission_id, kind, global_seq, stream_seq, engine_version, "
-    "CASE WHEN kind = 'trace.step' THEN NULL ELSE payload_canonical END, coalesce(step_index, -1), step_id, step_hash, "
-    "canonical_step FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) AND kind = ANY(%(kinds)s) "
+    "CASE WHEN kind = 'trace.step' THEN NULL ELSE convert_to(payload_canonical, 'UTF8') END, "
+    "coalesce(step_index, -1), step_id, step_hash, convert_to(canonical_step, 'UTF8') "
+    "FROM ledger_store.entries WHERE submission_id = ANY(%(ids)s) AND kind = ANY(%(kinds)s) "
     "ORDER BY global_seq"
 )
 _Row = tuple[Any, ...]  # the columns of _PAGE_QUERY
@@ -160,7 +179,7 @@ _STEP_ID, _STEP_HASH, _STEP_TEXT = itemgetter(7), itemgetter(8), itemgetter(9)
 def _load_page(conn: Connection[Any], heads: list[tuple[Any, ...]]) -> list[ReplayCase]:
     ids = [head[1] for head in heads]
     rows: dict[str, list[_Row]] = {sid: [] for sid in ids}
-    for row in conn.execute(_PAGE_QUERY, {"ids": ids, "kinds": _PAGE_KINDS}).fetchall():
+    for row in conn.execute(_PAGE_QUERY, {"ids": ids, "kinds": _PAGE_KINDS}, binary=True).fetchall():
         rows[row[0]].append(row)
     return [
         _case(first_seq, submission_id, market_id, engine_version, rows[submission_id])
@@ -174,7 +193,7 @@ def _case(
     """One submission's case from its rows (:data:`_PAGE_QUERY`, ledger order): the first entry of
     each compared kind, the reasoning entries, and the step rows in ``step_index`` order (ties in
     ledger order), as the ``trace_steps`` view gives them."""
-    texts: dict[str, str] = {}
+    texts: dict[str, bytes] = {}
     versions: dict[str, str] = {}
     reasoning = []
     steps = []
@@ -188,7 +207,7 @@ def _case(
             head = row[3]
         text = row[5]
         if kind == "reasoning.verified":
-            reasoning.append((row[2], text))
+            reasoning.append((row[2], text.decode("utf-8")))
         elif kind != "replay.verified":
             versions.setdefault(kind, row[4])
             texts.setdefault(kind, text)

@@ -10,7 +10,7 @@ import pytest
 
 from ledger.connect import create_ledger_engine
 from ledger.replay.runner import ReplayReport, run_replay
-from ledger.replay.source import ReplayCase, ReplaySelection, iter_replay_pages
+from ledger.replay.source import ReplayCase, ReplaySelection, as_text, iter_replay_pages
 from ledger.store.read import snapshot
 from tests.helpers.database import query, tamper
 from tests.helpers.replay import build_ledger
@@ -52,7 +52,8 @@ def test_cases_hold_the_step_rows_of_the_view_and_the_non_step_entries(migrated_
     for case, item in zip(cases, stored, strict=True):
         steps = _view_steps(url, case.submission_id)
         assert len(steps) == item.steps > 0
-        assert list(zip(case.step_ids, case.step_hashes, case.step_texts, strict=True)) == steps
+        assert all(isinstance(text, bytes) for text in case.step_texts)  # read as their UTF-8 bytes
+        assert list(zip(case.step_ids, case.step_hashes, map(as_text, case.step_texts), strict=True)) == steps
         payloads = dict(
             query(
                 url,
@@ -62,9 +63,9 @@ def test_cases_hold_the_step_rows_of_the_view_and_the_non_step_entries(migrated_
             )
         )
         assert (case.received, case.audit, case.verdict) == (
-            payloads["submission.received"],
-            payloads["audit.completed"],
-            payloads["verdict.issued"],
+            payloads["submission.received"].encode("utf-8"),
+            payloads["audit.completed"].encode("utf-8"),
+            payloads["verdict.issued"].encode("utf-8"),
         )
         [(head,)] = query(
             url,
@@ -87,10 +88,10 @@ def test_step_rows_are_read_in_step_index_order_not_ledger_order(migrated_databa
         {"s": target},
     )
     [case] = [case for case in _cases(url) if case.submission_id == target]
-    assert list(zip(case.step_ids, case.step_hashes, case.step_texts, strict=True)) == _view_steps(
-        url, target
-    )
-    assert case.step_texts[:2] == (before[1][2], before[0][2])
+    assert list(
+        zip(case.step_ids, case.step_hashes, map(as_text, case.step_texts), strict=True)
+    ) == _view_steps(url, target)
+    assert case.step_texts[:2] == (before[1][2].encode("utf-8"), before[0][2].encode("utf-8"))
 
     report = _replay(url)
     [outcome] = [item for item in report.results if item.submission_id == target]

@@ -228,3 +228,35 @@ def test_a_stored_verdict_with_another_outcome_diverges() -> None:
     outcome = replay_case(case)
     assert outcome.status == "diverged"
     assert outcome.differing and outcome.first is not None
+
+
+def _as_bytes(case: ReplayCase) -> ReplayCase:
+    """``case`` as :func:`~ledger.replay.source.iter_replay_pages` reads it: texts as UTF-8 bytes."""
+    encoded = {
+        name: None if getattr(case, name) is None else getattr(case, name).encode("utf-8")
+        for name in ("received", "audit", "verdict")
+    }
+    steps = tuple(text.encode("utf-8") for text in case.step_texts)
+    return ReplayCase(**{**case.__dict__, **encoded, "step_texts": steps})
+
+
+def test_texts_read_as_bytes_replay_exactly_as_strings() -> None:
+    """Both forms of the stored texts give the same outcome, on the fast path and on the exact one
+    (a changed step, payload or received text; a missing payload)."""
+    clean = _case(json.loads(BUNDLE.read_text()))
+    steps = list(clean.step_texts)
+    steps[0] = steps[0].replace('"step_id"', '"step_id" ', 1)
+    variants = [
+        clean,
+        ReplayCase(**{**clean.__dict__, "step_texts": tuple(steps)}),
+        ReplayCase(**{**clean.__dict__, "audit": (clean.audit or "")[:-1] + ',"zz":1}'}),
+        ReplayCase(**{**clean.__dict__, "verdict": (clean.verdict or "").replace(":", ": ", 1)}),
+        ReplayCase(**{**clean.__dict__, "received": (clean.received or "").replace("BTC", "ETH", 1)}),
+        ReplayCase(**{**clean.__dict__, "verdict": None}),
+    ]
+    assert _identical_fast(_as_bytes(clean)) is not None
+    for case in variants[1:]:
+        assert _identical_fast(_as_bytes(case)) is None
+    for case in variants:
+        assert replay_case(_as_bytes(case)) == replay_case(case)
+    assert [replay_case(case).status for case in variants] == ["identical", *["diverged"] * 4, "error"]

@@ -19,14 +19,13 @@ from typing import Any, NamedTuple
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
-from engine.merkle.rfc6962 import leaf_hash
 from ledger.errors import InvalidDraftError, StaleOffsetError
 from ledger.store.copy_text import entries_copy_data, entries_template
 from ledger.store.hashing import (
     CanonicalText,
     canonical_text,
+    chain_entries,
     chain_hashes,
-    chain_links,
     payload_hash,
     step_hash,
     submission_header,
@@ -57,6 +56,7 @@ NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
 # ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
+_new_prepared = tuple.__new__  # PreparedEntry from a 6-tuple without the named tuple's Python __new__
 
 
 class PreparedEntry(NamedTuple):
@@ -152,14 +152,9 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
     version = draft.engine_version
     drafts = draft.entries
     texts = [_entry_canonical(entry, i) for i, entry in enumerate(drafts)]
-    hashes = [payload_hash(text) for text in texts]
-    chain = chain_links(
-        submission_id, [(entry.kind, h, version) for entry, h in zip(drafts, hashes, strict=True)]
-    )
-    entries = tuple(
-        PreparedEntry(seq, entry.kind, text, h, prev, current)
-        for entry, text, h, (seq, prev, current, _) in zip(drafts, texts, hashes, chain, strict=True)
-    )
+    # payload hashes, chain links and Merkle leaves in one compiled pass (chain_text.chain_entries)
+    rows, leaves = chain_entries(submission_id, version, [entry.kind for entry in drafts], texts)
+    entries = tuple([_new_prepared(PreparedEntry, row) for row in rows])
     positions = [i for i, entry in enumerate(drafts) if entry.kind == "trace.step"]
     step_rows: list[tuple[Any, ...]] = []
     for position, step in zip(positions, draft.steps, strict=True):
@@ -184,7 +179,7 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
             submission_id, version, entries, {row[0]: row[1:] for row in step_rows}
         ),
         # RFC 6962 leaf of each entry: SHA-256(0x00 || the raw digest of entry_hash)
-        leaves=tuple(leaf_hash(digest) for *_, digest in chain),
+        leaves=tuple(leaves),
     )
 
 

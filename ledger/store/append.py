@@ -40,6 +40,7 @@ from ledger.store.records import (
     STEP_WRITE_COLUMNS,
     SUBMISSION_WRITE_COLUMNS,
     AppendResult,
+    AppendStatus,
     ConflictRecord,
     EntryDraft,
     OffsetAdvance,
@@ -185,9 +186,61 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
 
 @dataclass
 class _Stored:
+    """What is stored (or, in this batch, being written) for one idempotency key.
+
+    A submission written by this batch keeps its offer and first ``global_seq`` and makes its
+    :class:`StoredEntry` tuple only when asked (:meth:`stored`): after the commit for its result,
+    or under the lock when a later draft of the batch repeats its key (rare)."""
+
     submission_id: str
     input_hashes_canonical: str
-    entries: tuple[StoredEntry, ...]
+    entries: tuple[StoredEntry, ...] | None
+    offer: PreparedSubmission | None = None
+    first_seq: int = 0
+
+    def stored(self) -> tuple[StoredEntry, ...]:
+        """The stored entries (made from the offer once, when written by this batch)."""
+        if self.entries is None:
+            assert self.offer is not None
+            self.entries = self.offer.stored_entries(self.first_seq)
+        return self.entries
+
+    def entry_hashes(self) -> list[str]:
+        """The stored entries' ``entry_hash`` values, in ``stream_seq`` order."""
+        if self.entries is None and self.offer is not None:
+            return [entry.entry_hash for entry in self.offer.entries]
+        return [entry.entry_hash for entry in self.stored()]
+
+
+class Outcome(NamedTuple):
+    """One draft's outcome as decided under the lock; :func:`outcome_results` makes the results.
+
+    ``result`` is the finished :class:`AppendResult`, or None for a submission created by this
+    batch: its result (and its :class:`StoredEntry` tuple) is made from ``written``, after the
+    commit, outside the append lock."""
+
+    idempotency_key: str
+    submission_id: str
+    status: AppendStatus
+    result: AppendResult | None
+    written: _Stored | None
+
+
+def outcome_results(outcomes: Sequence[Outcome]) -> list[AppendResult]:
+    """The :class:`AppendResult` of each outcome, in order (call after the commit)."""
+    return [
+        outcome.result
+        if outcome.result is not None
+        else AppendResult(
+            outcome.idempotency_key, outcome.submission_id, "created", _written(outcome).stored()
+        )
+        for outcome in outcomes
+    ]
+
+
+def _written(outcome: Outcome) -> _Stored:
+    assert outcome.written is not None
+    return outcome.written
 
 
 def _load_stored(cur: Cursor[Any], keys: list[str]) -> tuple[int, dict[str, _Stored]]:
@@ -225,7 +278,7 @@ def _conflict_reason(offer: PreparedSubmission, stored: _Stored) -> str | None:
             return "input_hashes_differ"
         return "header_differs"
     offered = [entry.entry_hash for entry in offer.entries]
-    if [entry.entry_hash for entry in stored.entries[: len(offered)]] != offered:
+    if stored.entry_hashes()[: len(offered)] != offered:
         return "entries_differ"
     return None
 
@@ -279,7 +332,8 @@ def _entry_row(entry: StoredEntry, text: str) -> tuple[Any, ...]:
             entry.prev_hash, entry.entry_hash, entry.engine_version)  # fmt: skip
 
 
-def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]) -> None:
+def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
+    """COPY the new submissions and their entries; ``new``: each offer with its first ``global_seq``."""
     with cur.copy(f"COPY ledger_store.submissions ({SUBMISSION_WRITE_COLUMNS}) FROM STDIN") as copy:
         for offer, _ in new:
             draft = offer.draft
@@ -297,9 +351,7 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
             )
     # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
     # The rows were made as UTF-8 COPY text by prepare; one write puts the positions in front.
-    data = entries_copy_data(
-        [(stored[0].global_seq, offer.copy_template, len(stored)) for offer, stored in new]
-    )
+    data = entries_copy_data([(first, offer.copy_template, len(offer.entries)) for offer, first in new])
     with cur.copy(
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
@@ -369,43 +421,46 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
 
 def write_batch(
     cur: Cursor[Any], prepared: Sequence[PreparedSubmission], offsets: Sequence[OffsetAdvance]
-) -> list[AppendResult]:
-    """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
+) -> list[Outcome]:
+    """Inside the transaction, after :func:`begin_append`: write the batch, return one outcome per
+    draft (:func:`outcome_results` makes the results; the store calls it after the commit)."""
     keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
     max_seq, stored = _load_stored(cur, keys)
     next_seq = max_seq + 1
-    new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]] = []
+    first_seq = next_seq
+    new: list[tuple[PreparedSubmission, int]] = []
     pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
-    results: list[AppendResult | None] = []
+    outcomes: list[Outcome | None] = []
     for index, offer in enumerate(prepared):
         key = offer.draft.idempotency_key
         found = stored.get(key)
         if found is None:
-            entries = offer.stored_entries(next_seq)
-            new.append((offer, entries))
+            written = _Stored(offer.submission_id, offer.input_hashes_canonical, None, offer, next_seq)
+            new.append((offer, next_seq))
             next_seq += len(offer.entries)
-            stored[key] = _Stored(offer.submission_id, offer.input_hashes_canonical, entries)
-            results.append(AppendResult(key, offer.submission_id, "created", entries))
+            stored[key] = written
+            outcomes.append(Outcome(key, offer.submission_id, "created", None, written))
             continue
         reason = _conflict_reason(offer, found)
         if reason is None:
-            results.append(AppendResult(key, found.submission_id, "existing", found.entries))
+            existing = AppendResult(key, found.submission_id, "existing", found.stored())
+            outcomes.append(Outcome(key, found.submission_id, "existing", existing, None))
         else:
             pending.append((index, offer, found, reason))
-            results.append(None)
+            outcomes.append(None)
     if new:
         _copy_new(cur, new)
-        # the new entries take global_seq first..next_seq - 1 in order: leaves first - 1 onwards
-        extend_tree(cur, [leaf for offer, _ in new for leaf in offer.leaves], new[0][1][0].global_seq - 1)
+        # the new entries take global_seq first_seq..next_seq - 1 in order: leaves first_seq - 1 onwards
+        extend_tree(cur, [leaf for offer, _ in new for leaf in offer.leaves], first_seq - 1)
     for index, offer, found, reason in pending:
         conflict = _record_conflict(cur, offer, found, reason)
-        results[index] = AppendResult(
-            offer.draft.idempotency_key, found.submission_id, "conflict", found.entries, conflict
-        )
+        key = offer.draft.idempotency_key
+        result = AppendResult(key, found.submission_id, "conflict", found.stored(), conflict)
+        outcomes[index] = Outcome(key, found.submission_id, "conflict", result, None)
     _advance_offsets(cur, offsets)
     if new:
         cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(next_seq - 1)))
-    return [result for result in results if result is not None]
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, str]]:

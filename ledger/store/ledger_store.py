@@ -33,10 +33,9 @@ from ledger.store.append import (
     begin_append,
     outcome_results,
     prepare,
-    prepare_follow_ups,
     write_batch,
-    write_follow_ups,
 )
+from ledger.store.follow_ups import prepare_follow_ups, write_follow_ups
 from ledger.store.records import (
     MAX_GLOBAL_SEQ_SQL,
     STEP_COLUMNS,

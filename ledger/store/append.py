@@ -12,22 +12,19 @@ a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
-from engine.merkle.rfc6962 import leaf_hash
 from ledger.errors import InvalidDraftError, StaleOffsetError
 from ledger.store.copy_text import entries_copy_data, entries_template
 from ledger.store.hashing import (
     CanonicalText,
     canonical_text,
-    chain_hashes,
-    chain_links,
-    payload_hash,
+    chain_entries,
     step_hash,
     submission_header,
     submission_id_for,
@@ -36,27 +33,27 @@ from ledger.store.hashing import (
 )
 from ledger.store.records import (
     ENTRY_WRITE_COLUMNS,
-    FOLLOW_UP_KINDS,
     MAX_GLOBAL_SEQ_SQL,
     STEP_WRITE_COLUMNS,
     SUBMISSION_WRITE_COLUMNS,
     AppendResult,
+    AppendStatus,
     ConflictRecord,
     EntryDraft,
     OffsetAdvance,
     StoredEntry,
-    StreamAppendResult,
     SubmissionDraft,
     new_stored_entry,
     select_entries,
     stored_entry,
 )
-from ledger.translog.tree import append_entries_to_tree, extend_tree
+from ledger.translog.tree import extend_tree
 
 NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
 # ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
+_new_prepared = tuple.__new__  # PreparedEntry from a 6-tuple without the named tuple's Python __new__
 
 
 class PreparedEntry(NamedTuple):
@@ -152,14 +149,9 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
     version = draft.engine_version
     drafts = draft.entries
     texts = [_entry_canonical(entry, i) for i, entry in enumerate(drafts)]
-    hashes = [payload_hash(text) for text in texts]
-    chain = chain_links(
-        submission_id, [(entry.kind, h, version) for entry, h in zip(drafts, hashes, strict=True)]
-    )
-    entries = tuple(
-        PreparedEntry(seq, entry.kind, text, h, prev, current)
-        for entry, text, h, (seq, prev, current, _) in zip(drafts, texts, hashes, chain, strict=True)
-    )
+    # payload hashes, chain links and Merkle leaves in one compiled pass (chain_text.chain_entries)
+    rows, leaves = chain_entries(submission_id, version, [entry.kind for entry in drafts], texts)
+    entries = tuple([_new_prepared(PreparedEntry, row) for row in rows])
     positions = [i for i, entry in enumerate(drafts) if entry.kind == "trace.step"]
     step_rows: list[tuple[Any, ...]] = []
     for position, step in zip(positions, draft.steps, strict=True):
@@ -184,15 +176,67 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
             submission_id, version, entries, {row[0]: row[1:] for row in step_rows}
         ),
         # RFC 6962 leaf of each entry: SHA-256(0x00 || the raw digest of entry_hash)
-        leaves=tuple(leaf_hash(digest) for *_, digest in chain),
+        leaves=tuple(leaves),
     )
 
 
 @dataclass
 class _Stored:
+    """What is stored (or, in this batch, being written) for one idempotency key.
+
+    A submission written by this batch keeps its offer and first ``global_seq`` and makes its
+    :class:`StoredEntry` tuple only when asked (:meth:`stored`): after the commit for its result,
+    or under the lock when a later draft of the batch repeats its key (rare)."""
+
     submission_id: str
     input_hashes_canonical: str
-    entries: tuple[StoredEntry, ...]
+    entries: tuple[StoredEntry, ...] | None
+    offer: PreparedSubmission | None = None
+    first_seq: int = 0
+
+    def stored(self) -> tuple[StoredEntry, ...]:
+        """The stored entries (made from the offer once, when written by this batch)."""
+        if self.entries is None:
+            assert self.offer is not None
+            self.entries = self.offer.stored_entries(self.first_seq)
+        return self.entries
+
+    def entry_hashes(self) -> list[str]:
+        """The stored entries' ``entry_hash`` values, in ``stream_seq`` order."""
+        if self.entries is None and self.offer is not None:
+            return [entry.entry_hash for entry in self.offer.entries]
+        return [entry.entry_hash for entry in self.stored()]
+
+
+class Outcome(NamedTuple):
+    """One draft's outcome as decided under the lock; :func:`outcome_results` makes the results.
+
+    ``result`` is the finished :class:`AppendResult`, or None for a submission created by this
+    batch: its result (and its :class:`StoredEntry` tuple) is made from ``written``, after the
+    commit, outside the append lock."""
+
+    idempotency_key: str
+    submission_id: str
+    status: AppendStatus
+    result: AppendResult | None
+    written: _Stored | None
+
+
+def outcome_results(outcomes: Sequence[Outcome]) -> list[AppendResult]:
+    """The :class:`AppendResult` of each outcome, in order (call after the commit)."""
+    return [
+        outcome.result
+        if outcome.result is not None
+        else AppendResult(
+            outcome.idempotency_key, outcome.submission_id, "created", _written(outcome).stored()
+        )
+        for outcome in outcomes
+    ]
+
+
+def _written(outcome: Outcome) -> _Stored:
+    assert outcome.written is not None
+    return outcome.written
 
 
 def _load_stored(cur: Cursor[Any], keys: list[str]) -> tuple[int, dict[str, _Stored]]:
@@ -230,7 +274,7 @@ def _conflict_reason(offer: PreparedSubmission, stored: _Stored) -> str | None:
             return "input_hashes_differ"
         return "header_differs"
     offered = [entry.entry_hash for entry in offer.entries]
-    if [entry.entry_hash for entry in stored.entries[: len(offered)]] != offered:
+    if stored.entry_hashes()[: len(offered)] != offered:
         return "entries_differ"
     return None
 
@@ -271,20 +315,8 @@ def _record_conflict(
     )
 
 
-def _copy_entries(cur: Cursor[Any], rows: Iterable[tuple[StoredEntry, str]]) -> None:
-    """COPY entries without step bodies (follow-ups), each a stored entry with its canonical payload text."""
-    with cur.copy(f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}) FROM STDIN") as copy:
-        for entry, text in rows:
-            copy.write_row(_entry_row(entry, text))
-
-
-def _entry_row(entry: StoredEntry, text: str) -> tuple[Any, ...]:
-    """An entry's ``ENTRY_WRITE_COLUMNS`` values."""
-    return (entry.global_seq, entry.submission_id, entry.stream_seq, entry.kind, text, entry.payload_hash,
-            entry.prev_hash, entry.entry_hash, entry.engine_version)  # fmt: skip
-
-
-def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]) -> None:
+def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> None:
+    """COPY the new submissions and their entries; ``new``: each offer with its first ``global_seq``."""
     with cur.copy(f"COPY ledger_store.submissions ({SUBMISSION_WRITE_COLUMNS}) FROM STDIN") as copy:
         for offer, _ in new:
             draft = offer.draft
@@ -302,9 +334,7 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
             )
     # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
     # The rows were made as UTF-8 COPY text by prepare; one write puts the positions in front.
-    data = entries_copy_data(
-        [(stored[0].global_seq, offer.copy_template, len(stored)) for offer, stored in new]
-    )
+    data = entries_copy_data([(first, offer.copy_template, len(offer.entries)) for offer, first in new])
     with cur.copy(
         f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
     ) as copy:
@@ -374,110 +404,43 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
 
 def write_batch(
     cur: Cursor[Any], prepared: Sequence[PreparedSubmission], offsets: Sequence[OffsetAdvance]
-) -> list[AppendResult]:
-    """Inside the transaction, after :func:`begin_append`: write the batch, return one result per draft."""
+) -> list[Outcome]:
+    """Inside the transaction, after :func:`begin_append`: write the batch, return one outcome per
+    draft (:func:`outcome_results` makes the results; the store calls it after the commit)."""
     keys = list(dict.fromkeys(offer.draft.idempotency_key for offer in prepared))
     max_seq, stored = _load_stored(cur, keys)
     next_seq = max_seq + 1
-    new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]] = []
+    first_seq = next_seq
+    new: list[tuple[PreparedSubmission, int]] = []
     pending: list[tuple[int, PreparedSubmission, _Stored, str]] = []
-    results: list[AppendResult | None] = []
+    outcomes: list[Outcome | None] = []
     for index, offer in enumerate(prepared):
         key = offer.draft.idempotency_key
         found = stored.get(key)
         if found is None:
-            entries = offer.stored_entries(next_seq)
-            new.append((offer, entries))
+            written = _Stored(offer.submission_id, offer.input_hashes_canonical, None, offer, next_seq)
+            new.append((offer, next_seq))
             next_seq += len(offer.entries)
-            stored[key] = _Stored(offer.submission_id, offer.input_hashes_canonical, entries)
-            results.append(AppendResult(key, offer.submission_id, "created", entries))
+            stored[key] = written
+            outcomes.append(Outcome(key, offer.submission_id, "created", None, written))
             continue
         reason = _conflict_reason(offer, found)
         if reason is None:
-            results.append(AppendResult(key, found.submission_id, "existing", found.entries))
+            existing = AppendResult(key, found.submission_id, "existing", found.stored())
+            outcomes.append(Outcome(key, found.submission_id, "existing", existing, None))
         else:
             pending.append((index, offer, found, reason))
-            results.append(None)
+            outcomes.append(None)
     if new:
         _copy_new(cur, new)
-        # the new entries take global_seq first..next_seq - 1 in order: leaves first - 1 onwards
-        extend_tree(cur, [leaf for offer, _ in new for leaf in offer.leaves], new[0][1][0].global_seq - 1)
+        # the new entries take global_seq first_seq..next_seq - 1 in order: leaves first_seq - 1 onwards
+        extend_tree(cur, [leaf for offer, _ in new for leaf in offer.leaves], first_seq - 1)
     for index, offer, found, reason in pending:
         conflict = _record_conflict(cur, offer, found, reason)
-        results[index] = AppendResult(
-            offer.draft.idempotency_key, found.submission_id, "conflict", found.entries, conflict
-        )
+        key = offer.draft.idempotency_key
+        result = AppendResult(key, found.submission_id, "conflict", found.stored(), conflict)
+        outcomes[index] = Outcome(key, found.submission_id, "conflict", result, None)
     _advance_offsets(cur, offsets)
     if new:
         cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(next_seq - 1)))
-    return [result for result in results if result is not None]
-
-
-def prepare_follow_ups(entries: Sequence[EntryDraft]) -> list[tuple[str, str, str]]:
-    """``(kind, payload_canonical, payload_hash)`` for entries that extend an existing chain."""
-    if not entries:
-        raise InvalidDraftError("nothing to append", field_path="entries")
-    out = []
-    for index, entry in enumerate(entries):
-        if entry.kind not in FOLLOW_UP_KINDS:
-            raise InvalidDraftError(
-                f"only {FOLLOW_UP_KINDS} may extend an existing chain", field_path=f"entries[{index}].kind"
-            )
-        text = _entry_canonical(entry, index)
-        out.append((entry.kind, text, payload_hash(text)))
-    return out
-
-
-def write_follow_ups(
-    cur: Cursor[Any],
-    submission_id: str,
-    prepared: Sequence[tuple[str, str, str]],
-    *,
-    expected_stream_seq: int,
-    engine_version: str,
-    offsets: Sequence[OffsetAdvance] = (),
-) -> StreamAppendResult:
-    """Inside the transaction, after :func:`begin_append`: chain entries after the expected head.
-
-    Only an audited submission takes follow-ups: ``ledger verify`` reports any other kind of entry
-    on a rejected or PoR-verified one (``unexpected_entry``), so none is written there."""
-    cur.execute("SELECT status FROM ledger_store.submissions WHERE submission_id = %s", (submission_id,))
-    row = cur.fetchone()
-    if row is not None and row[0] != "audited":
-        raise InvalidDraftError(
-            f"submission {submission_id} is {row[0]}: only an audited submission takes follow-up entries",
-            field_path="submission_id",
-        )
-    cur.execute(
-        select_entries("submission_id = %s AND stream_seq >= %s ORDER BY stream_seq", payload=False),
-        (submission_id, expected_stream_seq),
-    )
-    stored = [stored_entry(row) for row in cur.fetchall()]
-    if not stored or stored[0].stream_seq != expected_stream_seq:
-        raise InvalidDraftError(
-            f"submission {submission_id} has no entry at stream_seq {expected_stream_seq}",
-            field_path="expected_stream_seq",
-        )
-    head, after = stored[0], tuple(stored[1:])
-    links = [(kind, digest, engine_version) for kind, _, digest in prepared]
-    chain = chain_hashes(submission_id, links, start_seq=head.stream_seq + 1, prev_hash=head.entry_hash)
-    if after:
-        offered = [current for _, _, current in chain]
-        if [entry.entry_hash for entry in after[: len(offered)]] == offered:
-            result = StreamAppendResult("existing", submission_id, after[: len(offered)])
-        else:
-            result = StreamAppendResult("stale", submission_id, after)
-        _advance_offsets(cur, offsets)
-        return result
-    cur.execute(MAX_GLOBAL_SEQ_SQL)
-    row = cur.fetchone()
-    first_seq = (int(row[0]) if row else 0) + 1
-    created = tuple(
-        StoredEntry(first_seq + i, submission_id, seq, kind, digest, prev, current, engine_version)
-        for i, ((kind, _, digest), (seq, prev, current)) in enumerate(zip(prepared, chain, strict=True))
-    )
-    _copy_entries(cur, ((entry, text) for entry, (_, text, _) in zip(created, prepared, strict=True)))
-    append_entries_to_tree(cur, created)
-    _advance_offsets(cur, offsets)
-    cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, str(created[-1].global_seq)))
-    return StreamAppendResult("created", submission_id, created)
+    return [outcome for outcome in outcomes if outcome is not None]

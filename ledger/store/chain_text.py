@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.canonical import sha256_hex
 
-__all__ = ["GENESIS_PREV_HASH", "chain_links", "submission_id_spliced", "trace_step_text"]
+__all__ = ["GENESIS_PREV_HASH", "chain_entries", "chain_links", "submission_id_spliced", "trace_step_text"]
 
 GENESIS_PREV_HASH = "0x" + "0" * 64
 
@@ -80,6 +80,52 @@ def chain_links(
         prev, prev_text = current, f'"{current}"'
         seq += 1
     return out
+
+
+def chain_entries(
+    stream_id: str, engine_version: Any, kinds: list[Any], texts: list[str]
+) -> tuple[list[tuple[int, Any, str, str, str, str]], list[bytes]]:
+    """A new submission's chain in one pass: per entry ``(stream_seq, kind, text, payload_hash,
+    prev_hash, entry_hash)`` and, in a second list, its RFC 6962 leaf hash
+    ``SHA-256(0x00 || entry_hash digest)``.
+
+    The same values as ``payload_hash(text)`` for each text, then :func:`chain_links` of
+    ``(kind, payload_hash, engine_version)`` from stream_seq 1 and the genesis ``prev_hash``, then
+    ``leaf_hash(digest)`` (pinned to those in ``tests/unit/test_append_fast_paths.py``): the
+    payload hashes are ``0x`` + hex, which need no JSON escaping, so they go into the preimage
+    between quotes. A text that cannot be encoded as UTF-8 raises as ``payload_hash`` does.
+    """
+    if len(kinds) != len(texts):
+        raise ValueError("one kind per text")
+    stream = _json_str(stream_id)
+    version_text = _json_str(engine_version)
+    quoted: dict[str, str] = {}  # plain str kinds only (a subclass may compare equal yet differ)
+    rows: list[tuple[int, Any, str, str, str, str]] = []
+    leaves: list[bytes] = []
+    prev = GENESIS_PREV_HASH
+    seq = 1
+    for position in range(len(texts)):
+        kind = kinds[position]
+        text = texts[position]
+        if type(kind) is str and kind in quoted:
+            kind_text = quoted[kind]
+        else:
+            kind_text = _json_str(kind)
+            if type(kind) is str:
+                quoted[kind] = kind_text
+        digest_hex = "0x" + sha256(text.encode("utf-8")).hexdigest()
+        preimage = (
+            f'{{"engine_version":{version_text},"kind":{kind_text},'
+            f'"payload_hash":"{digest_hex}","prev_hash":"{prev}",'
+            f'"stream_id":{stream},"stream_seq":{seq}}}'
+        )
+        digest = sha256(preimage.encode("utf-8")).digest()
+        current = "0x" + digest.hex()
+        rows.append((seq, kind, text, digest_hex, prev, current))
+        leaves.append(sha256(b"\x00" + digest).digest())
+        prev = current
+        seq += 1
+    return rows, leaves
 
 
 _HEADER_STRINGS = ("bundle_id", "idempotency_key", "market_id", "status")

@@ -29,7 +29,13 @@ from ledger.errors import (
     LedgerUnavailableError,
     SchemaNotReadyError,
 )
-from ledger.store.append import begin_append, prepare, prepare_follow_ups, write_batch, write_follow_ups
+from ledger.store.append import (
+    begin_append,
+    outcome_results,
+    prepare,
+    write_batch,
+)
+from ledger.store.follow_ups import prepare_follow_ups, write_follow_ups
 from ledger.store.records import (
     MAX_GLOBAL_SEQ_SQL,
     STEP_COLUMNS,
@@ -184,9 +190,11 @@ class LedgerStore:
             return []
         with _tree_errors_as_damage(), self._append_transaction() as cur:
             fence_incarnations(cur, offsets)
-            results = write_batch(cur, prepared, offsets)
-            record_dead_letters(cur, submissions, results)
-            return results
+            outcomes = write_batch(cur, prepared, offsets)
+            record_dead_letters(cur, submissions, outcomes)
+        # the created submissions' results (their StoredEntry tuples) are made after the commit,
+        # outside the append lock
+        return outcome_results(outcomes)
 
     def append(self, submission: SubmissionDraft, offsets: Sequence[OffsetAdvance] = ()) -> AppendResult:
         """Append one submission (a batch of one)."""

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import Cursor
 
 from ledger.errors import SourceLogUndecidedError, StaleOffsetError
 from ledger.store.records import AppendResult, OffsetAdvance, SubmissionDraft
+
+if TYPE_CHECKING:
+    from ledger.store.append import Outcome
 
 __all__ = [
     "Incarnation",
@@ -161,9 +164,11 @@ def fence_incarnations(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> No
 
 
 def record_dead_letters(
-    cur: Cursor[Any], drafts: Sequence[SubmissionDraft], results: Sequence[AppendResult]
+    cur: Cursor[Any], drafts: Sequence[SubmissionDraft], results: Sequence[AppendResult | Outcome]
 ) -> None:
-    """Store where each committed rejection's dead-letter copy landed (the first copy recorded wins)."""
+    """Store where each committed rejection's dead-letter copy landed (the first copy recorded wins).
+
+    ``results``: the batch's results, or its outcomes as the append decided them under the lock."""
     by_key = {result.idempotency_key: result for result in results}
     rows = [
         (result.submission_id, letter.topic, letter.partition, letter.offset)

@@ -1,7 +1,9 @@
-"""The inner loops of the log check: :func:`fill_leaves`, of
+"""The inner loops of the log check and of the append's tree: :func:`fill_leaves`, of
 :meth:`ledger.translog.leaves.ProvenLeaves.add_many` (store the leaf of each proven ``(global_seq,
 entry_hash)`` in the leaf arrays, a pure function over two bytearrays), and :func:`tile_root`, the
-root of a whole tile of leaves (:mod:`ledger.translog.scan`).
+root of a whole tile of leaves (:mod:`ledger.translog.scan`), and :func:`fold_leaves`, the append's
+leaf-by-leaf extension of the tree's right edge (:func:`ledger.translog.tree.extend_tree`, under
+the append lock).
 
 Compiled with mypyc (:mod:`ledger.build`); the source is the reference (``LEDGER_ENGINE=pure``).
 """
@@ -13,7 +15,7 @@ from typing import Any
 
 from engine.merkle.rfc6962 import root_from_leaf_hashes
 
-__all__ = ["fill_leaves", "tile_root"]
+__all__ = ["fill_leaves", "fold_leaves", "tile_root"]
 
 _HASH_SIZE = 32
 _TILE_BYTES = 256 * _HASH_SIZE  # a whole tile: 256 leaf hashes (ledger.translog.tiles.TILE_WIDTH)
@@ -64,3 +66,35 @@ def tile_root(data: Any) -> bytes:
     while len(level) > _HASH_SIZE:  # halves of a power of two: every level pairs up exactly
         level = b"".join([sha256(b"\x01" + level[i : i + pair]).digest() for i in range(0, len(level), pair)])
     return level
+
+
+def fold_leaves(roots: list[bytes], size: int, leaves: list[Any], max_size: int) -> dict[int, list[bytes]]:
+    """Append ``leaves`` (32-byte leaf hashes) to a tree of ``size`` leaves whose right edge is
+    ``roots`` (its perfect subtrees' roots, largest first; extended in place). Returns the tile
+    hashes made, by tile level: level 0 the leaves themselves, level ``k`` the root of every
+    perfect subtree of height ``8 * k`` completed (smallest first, in leaf order).
+
+    ``Frontier.append_with_subtrees`` one leaf at a time, each interior node
+    ``SHA-256(0x01 || left || right)`` (:func:`~engine.merkle.rfc6962.node_hash`); raises
+    ``ValueError`` for a leaf that is not 32 ``bytes`` or at ``max_size`` leaves."""
+    sha256 = hashlib.sha256
+    level0: list[bytes] = []
+    appended: dict[int, list[bytes]] = {0: level0}
+    for value in leaves:
+        if type(value) is not bytes or len(value) != _HASH_SIZE:
+            raise ValueError(f"leaf hash must be {_HASH_SIZE} bytes")
+        if size >= max_size:
+            raise ValueError("tree is full")
+        level0.append(value)
+        node: bytes = value
+        width = 1
+        height = 0
+        while size & width:
+            node = sha256(b"\x01" + roots.pop() + node).digest()
+            width <<= 1
+            height += 1
+            if height % 8 == 0:  # TILE_HEIGHT: a tile hash of the level above
+                appended.setdefault(height // 8, []).append(node)
+        roots.append(node)
+        size += 1
+    return appended

@@ -33,6 +33,7 @@ from engine.merkle.rfc6962 import (
 from ledger.store.models import STORE_SCHEMA
 from ledger.store.records import ENTRY_WRITE_COLUMNS
 from ledger.translog.db import Database, run, run_dicts
+from ledger.translog.leaf_fill import fold_leaves
 from ledger.translog.leaves import EntryCheckError, check_stored_entry, entry_leaf_hash
 from ledger.translog.tiles import (
     MAX_TILE_LEVEL,
@@ -243,28 +244,12 @@ def extend_tree(db: Database, new_leaf_hashes: Sequence[bytes], start_index: int
         if loaded is None:
             raise TreeError(f"the tree cannot reach leaf {start_index}: entries before it are missing")
     frontier, edge = loaded
-    # Frontier.append_with_subtrees, one leaf at a time, on a mutable copy of the right edge: each
-    # leaf is a level-0 tile hash, and every perfect subtree it completes whose height is a
-    # multiple of 8 is a hash of the tile level above (smallest first, in leaf order).
+    # Frontier.append_with_subtrees, one leaf at a time, on a mutable copy of the right edge
+    # (compiled: ledger.translog.leaf_fill.fold_leaves, pinned to the definition in the tests)
     roots = list(frontier.subtree_roots)
-    size = start_index
-    level0: list[bytes] = []
-    appended: dict[int, list[bytes]] = {0: level0}
-    for value in new_leaf_hashes:
-        if type(value) is not bytes or len(value) != HASH_SIZE:
-            raise ValueError(f"leaf hash must be {HASH_SIZE} bytes")
-        if size >= MAX_TREE_SIZE:
-            raise ValueError("tree is full")
-        level0.append(value)
-        node, width, height = value, 1, 0
-        while size & width:
-            node = node_hash(roots.pop(), node)
-            width <<= 1
-            height += 1
-            if height % TILE_HEIGHT == 0:
-                appended.setdefault(height // TILE_HEIGHT, []).append(node)
-        roots.append(node)
-        size += 1
+    leaves = list(new_leaf_hashes)
+    appended = fold_leaves(roots, start_index, leaves, MAX_TREE_SIZE)
+    size = start_index + len(leaves)
     write_tiles(db, tile_rows(start_index, edge, appended))
     return Frontier(size, tuple(roots))
 

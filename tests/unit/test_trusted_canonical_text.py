@@ -11,7 +11,8 @@ import pytest
 import ledger.store.append as append_module
 from engine.canonical import canonical_bytes
 from ledger.errors import InvalidDraftError
-from ledger.store.append import prepare, prepare_follow_ups
+from ledger.store.append import prepare
+from ledger.store.follow_ups import prepare_follow_ups
 from ledger.store.hashing import CanonicalText, canonical_payload, canonical_text
 from ledger.store.records import EntryDraft, SubmissionDraft
 from tests.helpers.consumer_drafts import consumer_drafts

@@ -85,7 +85,7 @@ def entries_template(
             text_template(submission_id, version, entries, steps)
             if "\x00" in "".join(user):
                 rows = None
-    except (TypeError, AttributeError, UnicodeEncodeError):  # not a str, or a lone surrogate
+    except (TypeError, AttributeError, UnicodeEncodeError, struct.error):  # not a str, a lone surrogate
         rows = None
     if rows is None:
         text_template(submission_id, version, entries, steps)  # raises with the value's path

@@ -174,3 +174,9 @@ def test_a_str_subclass_is_written_as_its_characters_when_the_text_format_writes
     assert copy_binary.entries_copy_data([(3, template, 1)]) == _psycopg_rows(
         3, "v", [(1, "k", "{}", HASH, HASH, HASH)], {}
     )
+
+
+def test_a_stream_seq_beyond_postgresql_integer_is_refused_not_wrapped() -> None:
+    """The ledger numbers entries from 1; a value the int4 column cannot hold is never sent."""
+    with pytest.raises(InvalidDraftError):
+        copy_binary.entries_template(SID, "v", [(2**31, "k", "{}", HASH, HASH, HASH)], {})

@@ -301,41 +301,22 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, tuple[Stored
                 )
             )
     # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
-    # The rows were made as binary COPY rows by prepare; one write puts the positions in front.
+    # prepare made the binary rows; one write puts the positions in front. A binary text value is
+    # read in the client encoding: for one other than UTF8 or SQL_ASCII, the text format instead
+    # (psycopg encodes the text itself).
+    data: bytes | str
+    if cur.connection.info.encoding in ("utf-8", "ascii"):
+        data = copy_binary.entries_copy_data([(s[0].global_seq, o.copy_template, len(s)) for o, s in new])
+        form = " (FORMAT BINARY)"
+    else:
+        data = copy_text.entries_copy_data(
+            [(s[0].global_seq, copy_text.entries_template(o.submission_id, o.draft.engine_version, o.entries,
+              {row[0]: row[1:] for row in o.step_rows}), len(s)) for o, s in new]
+        ).decode("utf-8")  # fmt: skip
+        form = ""
     columns = f"{ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}"
-    if cur.connection.info.encoding not in ("utf-8", "ascii"):
-        # binary text values are read in the client encoding, and the rows hold UTF-8: for any
-        # other client encoding, the text format (psycopg encodes the text itself)
-        _copy_new_text(cur, columns, new)
-        return
-    data = copy_binary.entries_copy_data(
-        [(stored[0].global_seq, offer.copy_template, len(stored)) for offer, stored in new]
-    )
-    with cur.copy(f"COPY ledger_store.entries ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+    with cur.copy(f"COPY ledger_store.entries ({columns}) FROM STDIN{form}") as copy:
         copy.write(data)
-
-
-def _copy_new_text(
-    cur: Cursor[Any], columns: str, new: list[tuple[PreparedSubmission, tuple[StoredEntry, ...]]]
-) -> None:
-    """The new entries in COPY's text format, for a client encoding other than UTF8 or SQL_ASCII."""
-    data = copy_text.entries_copy_data(
-        [
-            (
-                stored[0].global_seq,
-                copy_text.entries_template(
-                    offer.submission_id,
-                    offer.draft.engine_version,
-                    offer.entries,
-                    {row[0]: row[1:] for row in offer.step_rows},
-                ),
-                len(stored),
-            )
-            for offer, stored in new
-        ]
-    )
-    with cur.copy(f"COPY ledger_store.entries ({columns}) FROM STDIN") as copy:
-        copy.write(data.decode("utf-8"))
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:

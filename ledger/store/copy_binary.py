@@ -29,32 +29,32 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from ledger.errors import InvalidDraftError
 from ledger.store.copy_text import entries_template as text_template
 
 __all__ = ["SIGNATURE", "TRAILER", "entries_copy_data", "entries_template"]
 
-SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 """The binary COPY header: signature, flags (no OIDs), header extension length 0."""
-TRAILER = b"\xff\xff"
+TRAILER: Final = b"\xff\xff"
 """The binary COPY trailer (a field count of -1)."""
-FIELDS = 15
+FIELDS: Final = 15
 """``ENTRY_WRITE_COLUMNS`` (9) then ``STEP_WRITE_COLUMNS`` (6)."""
-TEXT_OID = 25
+TEXT_OID: Final = 25
 """The element type of ``evidence_ids`` (``text[]``), which ``array_recv`` checks."""
 
-_HEAD = struct.Struct(">hiq")  # the row's field count, then global_seq (int8: length 8, value)
-_LENGTH = struct.Struct(">i")
-_INT4 = struct.Struct(">ii")  # an int4 value: length 4, value
-_ARRAY_HEAD = struct.Struct(">iiiii")  # length, ndim 1, no NULLs, element type, then dim size and
-_LOWER_BOUND_1 = b"\x00\x00\x00\x01"  # the lower bound
-_EMPTY_ARRAY = _LENGTH.pack(12) + struct.pack(">iii", 0, 0, TEXT_OID)  # ndim 0, as '{}' is stored
-_NULL_STEP = b"\xff\xff\xff\xff" * 6  # the six step columns of an entry that is no trace.step
-_INT4_MIN = -(2**31)
-_INT4_MAX = 2**31 - 1
-_LENGTHS = tuple(_LENGTH.pack(size) for size in range(4096))
+_HEAD: Final = struct.Struct(">hiq")  # the row's field count, then global_seq (int8: length 8, value)
+_LENGTH: Final = struct.Struct(">i")
+_INT4: Final = struct.Struct(">ii")  # an int4 value: length 4, value
+_ARRAY_HEAD: Final = struct.Struct(">iiiii")  # length, ndim 1, no NULLs, element type, then dim size and
+_LOWER_BOUND_1: Final = b"\x00\x00\x00\x01"  # the lower bound
+_EMPTY_ARRAY: Final = _LENGTH.pack(12) + struct.pack(">iii", 0, 0, TEXT_OID)  # ndim 0, as '{}' is stored
+_NULL_STEP: Final = b"\xff\xff\xff\xff" * 6  # the six step columns of an entry that is no trace.step
+_INT4_MIN: Final = -(2**31)
+_INT4_MAX: Final = 2**31 - 1
+_LENGTHS: Final = tuple(_LENGTH.pack(size) for size in range(4096))
 
 
 def entries_template(
@@ -107,23 +107,22 @@ def _rows(
     Each text value is two parts, its length and its bytes; a row is one ``join`` of its parts.
     An entry's ``prev_hash`` is the previous entry's ``entry_hash`` (ledger-made), whose bytes are
     reused when they are equal."""
-    if not _is_text(version, odd):
-        return None
-    user.append(version)
+    plain_version = _plain(version, odd)  # a value that is no str: TypeError, refused by the caller
+    user.append(plain_version)
     sid = submission_id.encode()
     sid_length = _length(len(sid))
-    encoded_version = str.encode(version)
+    encoded_version = plain_version.encode()
     version_length = _length(len(encoded_version))
     rows: list[bytes] = []
     last_hash = ""
     last_data = b""
     for position, (seq, kind, text, digest, prev, current) in enumerate(entries):
-        if not _is_text(kind, odd) or not _is_text(text, odd):
-            return None
-        user.append(kind)
-        user.append(text)
-        kind_data = str.encode(kind)
-        text_data = str.encode(text)
+        plain_kind = _plain(kind, odd)
+        plain_text = _plain(text, odd)
+        user.append(plain_kind)
+        user.append(plain_text)
+        kind_data = plain_kind.encode()
+        text_data = plain_text.encode()
         digest_data = digest.encode()
         prev_data = last_data if prev == last_hash else prev.encode()
         current_data = current.encode()
@@ -138,25 +137,27 @@ def _rows(
             parts.append(_NULL_STEP)
         else:
             index, step_id, step_type, evidence_ids, step_digest, canonical_step = step
-            if type(index) is not int or not _is_text(step_id, odd) or not _is_text(step_type, odd):
+            if type(index) is not int:
                 return None
-            if not _is_text(canonical_step, odd) or not _is_text(step_digest, odd):
-                return None
+            plain_id = _plain(step_id, odd)
+            plain_type = _plain(step_type, odd)
+            plain_digest = _plain(step_digest, odd)
+            plain_step = _plain(canonical_step, odd)
             if not _INT4_MIN <= index <= _INT4_MAX:
                 raise InvalidDraftError(
                     "step_index does not fit PostgreSQL's integer", field_path=f"steps[{index}].step_index"
                 )
-            user.append(step_id)
-            user.append(step_type)
-            user.append(step_digest)
-            user.append(canonical_step)
+            user.append(plain_id)
+            user.append(plain_type)
+            user.append(plain_digest)
+            user.append(plain_step)
             array = _text_array(evidence_ids, user)
             if array is None:
                 return None
-            id_data = str.encode(step_id)
-            type_data = str.encode(step_type)
-            step_digest_data = str.encode(step_digest)
-            step_data = str.encode(canonical_step)
+            id_data = plain_id.encode()
+            type_data = plain_type.encode()
+            step_digest_data = plain_digest.encode()
+            step_data = plain_step.encode()
             parts += (_INT4.pack(4, index), _length(len(id_data)), id_data, _length(len(type_data)), type_data,
                       array, _length(len(step_digest_data)), step_digest_data, _length(len(step_data)),
                       step_data)  # fmt: skip
@@ -164,14 +165,14 @@ def _rows(
     return rows
 
 
-def _is_text(value: Any, odd: list[bool]) -> bool:
-    """Whether ``value`` is a ``str``; a subclass is noted in ``odd``."""
+def _plain(value: Any, odd: list[bool]) -> str:
+    """``value`` as an exact ``str``: a subclass copied (and noted in ``odd``), anything else refused."""
     if type(value) is str:
-        return True
+        return value
     if isinstance(value, str):
         odd.append(True)
-        return True
-    return False
+        return str.__str__(value)
+    raise TypeError(type(value).__name__)
 
 
 def _length(size: int) -> bytes:

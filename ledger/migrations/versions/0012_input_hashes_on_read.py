@@ -7,7 +7,7 @@ Create Date: 2026-11-25
 ``ledger_store.submissions.input_hashes`` was a stored JSONB generated from
 ``input_hashes_canonical``: every appended submission parsed its text into JSONB and wrote both.
 Measured with callgrind on the backend of a PostgreSQL 18 (whole appends of ``bench_append.py``
-submissions), the generated column cost about 9,900 instructions and 270 bytes of row (and WAL)
+submissions), the generated column cost about 10,400 instructions and 240 bytes of WAL
 per submission. Nothing on the append, verify or replay path reads it: ``ledger verify`` hashes
 the text. The view ``ledger.submissions`` keeps its ``input_hashes`` column (JSONB, the same
 position and values), now ``input_hashes_canonical::jsonb``, parsed when a query reads it, as the

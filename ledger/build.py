@@ -13,7 +13,8 @@ replay``), pure functions and plain classes only: the per-submission checks of `
 of the leaves its ledger pass proved for the log check and the root of a whole tile
 (``ledger.translog.leaf_fill``), replay's text-only identity check, and the
 append path's per-entry texts made before the lock (``ledger.store.chain_text``: the hash chain,
-``trace.step`` payloads, the header; ``ledger.store.copy_text``: the entries' COPY data). No
+``trace.step`` payloads, the header; ``ledger.store.copy_text`` and ``ledger.store.copy_binary``:
+the entries' COPY data). No
 dataclass, named tuple or Pydantic model is defined in them (a compiled dataclass has no
 ``__dict__`` and pickles otherwise: :class:`ledger.verify.problems.Problem` and the replay results
 cross process boundaries and stay interpreted; ``tests/unit/test_engine_build.py`` pins this).
@@ -40,6 +41,7 @@ LEDGER = BuildGroup(
         "ledger/replay/identical.py",
         "ledger/store/chain_text.py",
         "ledger/store/copy_text.py",
+        "ledger/store/copy_binary.py",
     ),
 )
 """The ledger's compiled modules (sources relative to the repository root)."""

@@ -20,7 +20,7 @@ from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
 from ledger.errors import InvalidDraftError, StaleOffsetError
-from ledger.store.copy_text import entries_copy_data, entries_template
+from ledger.store import copy_binary, copy_text
 from ledger.store.hashing import (
     CanonicalText,
     canonical_text,
@@ -81,9 +81,9 @@ class PreparedSubmission:
     input_hashes_canonical: str
     entries: tuple[PreparedEntry, ...]
     step_rows: tuple[tuple[Any, ...], ...]  # (entry position, step_index, step_id, ...)
-    # Built here, outside the append lock: the entries' COPY text-format rows with a placeholder
-    # for each global_seq (ledger.store.copy_text.entries_template), and each RFC 6962 leaf hash.
-    copy_template: bytes = b""
+    # Built here, outside the append lock: the entries' binary COPY rows without their global_seq
+    # (ledger.store.copy_binary.entries_template), and each RFC 6962 leaf hash.
+    copy_template: tuple[bytes, ...] = ()
     leaves: tuple[bytes, ...] = ()
 
     def stored_entries(self, first_seq: int) -> tuple[StoredEntry, ...]:
@@ -172,7 +172,7 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         else _canonical(draft.input_hashes, "input_hashes"),
         entries=entries,
         step_rows=tuple(step_rows),
-        copy_template=entries_template(
+        copy_template=copy_binary.entries_template(
             submission_id, version, entries, {row[0]: row[1:] for row in step_rows}
         ),
         # RFC 6962 leaf of each entry: SHA-256(0x00 || the raw digest of entry_hash)
@@ -333,15 +333,22 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
                 )
             )
     # One row per step: a trace.step entry carries its step body (the trace_steps view reads it).
-    # The rows were made as UTF-8 COPY text by prepare; one write puts the positions in front.
-    data = entries_copy_data([(first, offer.copy_template, len(offer.entries)) for offer, first in new])
-    with cur.copy(
-        f"COPY ledger_store.entries ({ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}) FROM STDIN"
-    ) as copy:
-        # UTF-8 is what psycopg's text dumper sends for a UTF8 or SQL_ASCII client encoding; for
-        # another one psycopg encodes the text itself, as write_row would have
-        utf8 = cur.connection.info.encoding in ("utf-8", "ascii")
-        copy.write(data if utf8 else data.decode("utf-8"))
+    # prepare made the binary rows; one write puts the positions in front. A binary text value is
+    # read in the client encoding: for one other than UTF8 or SQL_ASCII, the text format instead
+    # (psycopg encodes the text itself).
+    data: bytes | str
+    if cur.connection.info.encoding in ("utf-8", "ascii"):
+        data = copy_binary.entries_copy_data([(first, o.copy_template, len(o.entries)) for o, first in new])
+        form = " (FORMAT BINARY)"
+    else:
+        data = copy_text.entries_copy_data(
+            [(first, copy_text.entries_template(o.submission_id, o.draft.engine_version, o.entries,
+              {row[0]: row[1:] for row in o.step_rows}), len(o.entries)) for o, first in new]
+        ).decode("utf-8")  # fmt: skip
+        form = ""
+    columns = f"{ENTRY_WRITE_COLUMNS}, {STEP_WRITE_COLUMNS}"
+    with cur.copy(f"COPY ledger_store.entries ({columns}) FROM STDIN{form}") as copy:
+        copy.write(data)
 
 
 def _advance_offsets(cur: Cursor[Any], offsets: Sequence[OffsetAdvance]) -> None:

@@ -18,7 +18,6 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     CheckConstraint,
-    Computed,
     DateTime,
     ForeignKey,
     Identity,
@@ -84,9 +83,7 @@ class Submission(Base):
     bundle_id: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text)
     input_hashes_canonical: Mapped[str] = mapped_column(Text)
-    input_hashes: Mapped[dict[str, Any]] = mapped_column(
-        JSONB, Computed("(input_hashes_canonical)::jsonb", persisted=True)
-    )
+    # no stored input_hashes since revision 0012: the view ledger.submissions parses the text on read
     engine_version: Mapped[str] = mapped_column(Text)
     # operational, not committed
     received_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -127,7 +127,7 @@ def test_up_down_up_on_a_ledger_written_before(migrated_database_url: str) -> No
     stored = build_ledger(url, limit=4)
     before = query(url, RAW)
 
-    upgrade(url)
+    upgrade(url, "0011")
     assert current_revision(url) == "0011"
     body_0011 = _definition(url)
     assert body_0011[0] != body_0010[0] and "DISTINCT" in body_0011[0]

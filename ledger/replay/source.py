@@ -89,7 +89,7 @@ class ReplayCase:
     received: Text | None = None
     audit: Text | None = None
     verdict: Text | None = None
-    reasoning: tuple[tuple[int, str], ...] = ()
+    reasoning: tuple[tuple[int, str | None], ...] = ()
     step_ids: tuple[str, ...] = ()
     step_hashes: tuple[str, ...] = ()
     step_texts: tuple[Text, ...] = ()
@@ -207,7 +207,7 @@ def _case(
             head = row[3]
         text = row[5]
         if kind == "reasoning.verified":
-            reasoning.append((row[2], text.decode("utf-8")))
+            reasoning.append((row[2], None if text is None else text.decode("utf-8")))
         elif kind != "replay.verified":
             versions.setdefault(kind, row[4])
             texts.setdefault(kind, text)

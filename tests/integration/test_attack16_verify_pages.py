@@ -32,7 +32,9 @@ def _break(url: str, submission_id: str) -> None:
 
 
 def _flagged(report: Any) -> list[str]:
-    return sorted({str(p.to_json()["submission_id"]) for p in report.problems if p.code == "payload_hash_mismatch"})
+    return sorted(
+        {str(p.to_json()["submission_id"]) for p in report.problems if p.code == "payload_hash_mismatch"}
+    )
 
 
 def test_tampers_at_every_page_boundary_of_the_ramp_are_found(migrated_database_url: str) -> None:
@@ -46,7 +48,9 @@ def test_tampers_at_every_page_boundary_of_the_ramp_are_found(migrated_database_
     engine = create_ledger_engine(url)
     try:
         ramped = runner.run_verify(engine, jobs=1, translog=False)
-        flat = runner.run_verify(engine, jobs=1, translog=False, page_size=50)  # no ramp: 50 is the first page
+        flat = runner.run_verify(
+            engine, jobs=1, translog=False, page_size=50
+        )  # no ramp: 50 is the first page
         tight = runner.run_verify(engine, jobs=1, translog=False, page_size=100)  # ramp capped at 100
     finally:
         engine.dispose()

@@ -27,7 +27,8 @@ _LEAF = st.one_of(
     st.sampled_from(["\x00", "\u2028", "é", "\\u0061", '"', "1.0"]),
 )
 _VALUE = st.recursive(
-    _LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_ASCII_KEY, inner, max_size=3)),
+    _LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_ASCII_KEY, inner, max_size=3)),
     max_leaves=8,
 )
 
@@ -38,7 +39,13 @@ def _digest(data: bytes) -> str:
 
 def _spellings(stored: str) -> list[str]:
     """Texts that differ from ``stored`` (a canonical JSON object) but may parse to the same value."""
-    texts = [stored + " ", " " + stored, stored + "\n", stored.replace(":", ": ", 1), stored.replace(",", ", ", 1)]
+    texts = [
+        stored + " ",
+        " " + stored,
+        stored + "\n",
+        stored.replace(":", ": ", 1),
+        stored.replace(",", ", ", 1),
+    ]
     texts.append(stored.replace("a", "\\u0061", 1))
     texts.append(stored.replace("é", "\\u00e9", 1))
     if stored != "{}":
@@ -109,7 +116,7 @@ def test_step_texts_as_bytes_match_only_the_very_bytes(preimages: bool) -> None:
     for changed in (
         [texts[0] + b" ", texts[1]],
         [b'{"action":"a","x":"\\u00e9"}', texts[1]],
-        [texts[0][:-3] + b"\xff\"}", texts[1]],
+        [texts[0][:-3] + b'\xff"}', texts[1]],
         [texts[1], texts[0]],
         [texts[0]],
     ):

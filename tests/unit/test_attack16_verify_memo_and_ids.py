@@ -125,5 +125,7 @@ def test_the_fast_path_takes_raw_non_ascii_and_duplicate_ids() -> None:
     assert _evidence_ids_written('{"action":"a","evidence_ids":["a","a"]}', ["a", "a"])
     assert _evidence_ids_written('{"action":"a","evidence_ids":["é"]}', ["é"])
     assert not _evidence_ids_written('{"action":"a","evidence_ids":["a","a"]}', ["a"])
-    assert not _evidence_ids_written('{"action":"a","evidence_ids":["\\u0061"]}', ["a"])  # the exact path decides
+    assert not _evidence_ids_written(
+        '{"action":"a","evidence_ids":["\\u0061"]}', ["a"]
+    )  # the exact path decides
     assert _general('{"action":"a","evidence_ids":["\\u0061"]}', ["a"])

@@ -65,8 +65,11 @@ Text = str | bytes
 """A stored canonical text: its UTF-8 bytes as read from the ledger, or the string."""
 
 
-def as_text(text: Text) -> str:
-    """``text`` as a string (bytes are UTF-8: PostgreSQL's ``convert_to(..., 'UTF8')``)."""
+def as_text(text: Text | None) -> str:
+    """``text`` as a string (bytes are UTF-8: PostgreSQL's ``convert_to(..., 'UTF8')``); ValueError
+    for None (a step text NULL once a tamperer dropped its column's constraint: an error outcome)."""
+    if text is None:
+        raise ValueError("a stored text is NULL (no canonical_step or payload_canonical)")
     return text.decode("utf-8") if isinstance(text, bytes) else text
 
 

@@ -137,4 +137,4 @@ def test_a_null_step_text_is_an_error_outcome(migrated_database_url: str) -> Non
     report = _replay(url)
     assert report.counts == {"identical": 1, "diverged": 0, "version_drift": 0, "error": 1}
     failed = [item for item in report.results if item.submission_id == stored[0].submission_id]
-    assert failed[0].status == "error" and "canonical_step" in (failed[0].error or "")
+    assert failed[0].status == "error" and "NULL" in (failed[0].error or "")

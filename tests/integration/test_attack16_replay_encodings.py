@@ -24,6 +24,7 @@ from ledger.connect import create_ledger_engine, libpq_url
 from ledger.migration import upgrade
 from ledger.replay.runner import ReplayReport, run_replay
 from ledger.replay.source import ReplaySelection
+from ledger.verify.runner import run_verify
 from tests.helpers.database import tamper
 from tests.helpers.replay import build_ledger
 from tests.integration.test_replay_reasoning import record_reasoning
@@ -91,8 +92,17 @@ def test_invalid_utf8_in_a_sql_ascii_ledger_is_never_identical(sql_ascii_url: st
     try:
         report = _replay(sql_ascii_url)
     except psycopg.DataError:
-        return  # the server refuses to convert the text: the run fails, nothing is called identical
-    assert report.counts["identical"] == 0, report.counts
+        pass  # the server refuses to convert the text: the run fails, nothing is called identical
+    else:
+        assert report.counts["identical"] == 0, report.counts
+    engine = create_ledger_engine(sql_ascii_url)
+    try:
+        verified = run_verify(engine, jobs=1)
+    except psycopg.DataError:
+        return  # the same refusal when verify reads the text: never "valid"
+    finally:
+        engine.dispose()
+    assert verified.problems
 
 
 def test_a_latin1_ledger_replays_and_a_non_ascii_change_diverges(latin1_url: str) -> None:

@@ -75,11 +75,14 @@ def _live_providers(payload: dict[str, Any]) -> list[Any]:
     return build_providers_from_env(vendors)
 
 
-def replay_reasoning(global_seq: int, payload_text: str, *, live: bool = False) -> ReasoningReplay:
-    """Replay one entry; never raises for a bad payload (the problem is the outcome)."""
+def replay_reasoning(global_seq: int, payload_text: str | None, *, live: bool = False) -> ReasoningReplay:
+    """Replay one entry; never raises for a bad payload (the problem is the outcome, and so is a
+    NULL text: a column whose NOT NULL was dropped by a tamperer)."""
     stage = reasoning_stage()
     if stage is None:
         return ReasoningReplay(global_seq, "skipped", "ledger.reasoning.stage is not installed")
+    if payload_text is None:
+        return ReasoningReplay(global_seq, "error", "payload text is NULL")
     try:
         payload = json.loads(payload_text)
     except ValueError as exc:

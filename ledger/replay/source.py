@@ -65,8 +65,11 @@ Text = str | bytes
 """A stored canonical text: its UTF-8 bytes as read from the ledger, or the string."""
 
 
-def as_text(text: Text) -> str:
-    """``text`` as a string (bytes are UTF-8: PostgreSQL's ``convert_to(..., 'UTF8')``)."""
+def as_text(text: Text | None) -> str:
+    """``text`` as a string (bytes are UTF-8: PostgreSQL's ``convert_to(..., 'UTF8')``); ValueError
+    for None (a step text NULL once a tamperer dropped its column's constraint: an error outcome)."""
+    if text is None:
+        raise ValueError("a stored text is NULL (no canonical_step or payload_canonical)")
     return text.decode("utf-8") if isinstance(text, bytes) else text
 
 
@@ -89,7 +92,7 @@ class ReplayCase:
     received: Text | None = None
     audit: Text | None = None
     verdict: Text | None = None
-    reasoning: tuple[tuple[int, str], ...] = ()
+    reasoning: tuple[tuple[int, str | None], ...] = ()
     step_ids: tuple[str, ...] = ()
     step_hashes: tuple[str, ...] = ()
     step_texts: tuple[Text, ...] = ()
@@ -207,7 +210,7 @@ def _case(
             head = row[3]
         text = row[5]
         if kind == "reasoning.verified":
-            reasoning.append((row[2], text.decode("utf-8")))
+            reasoning.append((row[2], None if text is None else text.decode("utf-8")))
         elif kind != "replay.verified":
             versions.setdefault(kind, row[4])
             texts.setdefault(kind, text)

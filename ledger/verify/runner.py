@@ -247,8 +247,10 @@ def run_verify(
     (:mod:`ledger.verify.workers`); ``jobs <= 0`` picks one per CPU (at most 8) from
     :data:`AUTO_PARALLEL_MIN_FORKED` submissions when workers can be forked, else from
     :data:`AUTO_PARALLEL_MIN`, and checks inline below. Cyclic garbage is collected less often
-    meanwhile (:func:`ledger.collection.fewer_collections`).
+    meanwhile (:func:`ledger.collection.fewer_collections`). A ``page_size`` below 1 is refused.
     """
+    if page_size < 1:  # a page of 0 would end the pages after the ramp's first: a ledger left unread
+        raise ValueError(f"page_size must be at least 1, not {page_size}")
     report = VerifyReport()
     started = time.perf_counter()
     with fewer_collections(), snapshot(engine) as conn:

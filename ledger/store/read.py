@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -44,13 +44,15 @@ def auto_jobs(submissions: int, minimum: int) -> int:
     return max(1, min(8, cpus))
 
 
-def read_ahead(items: Iterator[_Item]) -> Iterator[_Item]:
+def read_ahead(items: Iterator[_Item]) -> Generator[_Item, None, None]:
     """``items`` in order, the next one read in a thread while the caller works on the current one.
 
     For page readers: the database decompresses and sends page k+1 while page k is checked (the
     socket wait releases the GIL). Only the one reader thread advances ``items``; closing this
     iterator early waits for the read under way, so the connection is idle when the caller's
-    transaction ends.
+    transaction ends. A caller whose work on an item can raise must close it explicitly (e.g.
+    ``contextlib.closing``) before its transaction ends: the traceback keeps an abandoned generator
+    alive, and with it a read that may still be using the connection.
     """
 
     def following() -> list[_Item]:

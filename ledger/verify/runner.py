@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -253,7 +254,8 @@ def run_verify(
         raise ValueError(f"page_size must be at least 1, not {page_size}")
     report = VerifyReport()
     started = time.perf_counter()
-    with fewer_collections(), snapshot(engine) as conn:
+    # the ExitStack closes the page reader before the snapshot ends, also when checking raises
+    with fewer_collections(), snapshot(engine) as conn, ExitStack() as readers:
         total = count_submissions(conn)
         if jobs <= 0:
             jobs = auto_jobs(total, AUTO_PARALLEL_MIN_FORKED if fork_is_safe() else AUTO_PARALLEL_MIN)
@@ -264,9 +266,10 @@ def run_verify(
             _offset_moves(conn, wide)
             url = engine.url.render_as_string(hide_password=False)
             size = max(100, min(page_size, total // (jobs * 4) + 1))  # enough pages to keep workers busy
-            pages: Iterable[PageResult] = checked_pages(conn, url, jobs, size)
+            pages: Iterable[PageResult] = readers.enter_context(closing(checked_pages(conn, url, jobs, size)))
         else:  # the reader thread queries the ledger-wide facts while this one checks the last page
-            pages = (checked(page) for page in read_ahead(_pages_then_facts(conn, page_size, wide)))
+            ahead = readers.enter_context(closing(read_ahead(_pages_then_facts(conn, page_size, wide))))
+            pages = (checked(page) for page in ahead)
         proven = ProvenLeaves()
         for result in pages:
             if translog:

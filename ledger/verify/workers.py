@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_all_start_methods, get_context
@@ -100,7 +100,9 @@ def worker_context() -> BaseContext:
     return context
 
 
-def checked_pages(conn: Connection[Any], url: str, jobs: int, page_size: int) -> Iterator[PageResult]:
+def checked_pages(
+    conn: Connection[Any], url: str, jobs: int, page_size: int
+) -> Generator[PageResult, None, None]:
     """Export ``conn``'s snapshot and check every page in ``jobs`` processes (results in page order).
 
     While the next page in order is not done, this process checks pages too, from the end of the

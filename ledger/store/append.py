@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
-from ledger.errors import InvalidDraftError, StaleOffsetError
+from ledger.errors import ClientEncodingError, InvalidDraftError, StaleOffsetError
 from ledger.store import copy_binary, copy_text
 from ledger.store.hashing import (
     CanonicalText,
@@ -397,7 +397,17 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
     The statements go as one simple query (no bound parameters: the values are quoted literals),
     run in order inside the open transaction; the first that fails stops the rest. Never prepared
     (``prepare=False``): a multi-statement string cannot be, and an engine made with psycopg's
-    ``prepare_threshold=0`` would otherwise try on first use."""
+    ``prepare_threshold=0`` would otherwise try on first use.
+
+    Refused first (:class:`~ledger.errors.ClientEncodingError`): a ``SQL_ASCII`` database with a
+    client encoding other than UTF8 or SQL_ASCII, where the server stores the client's bytes
+    unconverted (LATIN1 bytes, not the UTF-8 the hashes were computed over)."""
+    info = cur.connection.info
+    if info.encoding not in ("utf-8", "ascii") and info.parameter_status("server_encoding") == "SQL_ASCII":
+        raise ClientEncodingError(
+            "a SQL_ASCII database stores the client's bytes unconverted: connect with client_encoding "
+            f"UTF8 to append, not {info.encoding}"
+        )
     statements: list[sql.Composable] = [
         sql.SQL(
             "SELECT set_config('lock_timeout', {}, true), set_config('idle_in_transaction_session_timeout', {}, true)"

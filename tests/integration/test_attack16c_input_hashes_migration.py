@@ -8,6 +8,7 @@ a ledger written before 0012 and appended after.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 
 from ledger.connect import create_ledger_engine, libpq_url
+from ledger.errors import InvalidDraftError
 from ledger.migration import current_revision, downgrade, upgrade
 from ledger.store.ledger_store import LedgerStore
 from tests.helpers.database import query
@@ -114,3 +116,26 @@ def _guarded(errors: list[BaseException], function: Any, *args: Any) -> None:
         function(*args)
     except BaseException as exc:  # reported by the test thread
         errors.append(exc)
+
+
+@pytest.mark.parametrize("revision", ["0011", "0012"])
+def test_an_input_hash_jsonb_cannot_hold_is_refused_before_and_after(
+    migrated_database_url: str, revision: str
+) -> None:
+    url = migrated_database_url
+    downgrade(url, revision)
+    draft = corpus_drafts(limit=1)[0]
+    poisoned = dataclasses.replace(draft, input_hashes={**draft.input_hashes, "x": "a\x00b"})
+    with LedgerStore(url, role="ledger_writer") as store:
+        # refused by prepare (before this fix, 0011's generated column refused it in the server as
+        # LedgerDataError, and 0012 stored it: every read of the view's input_hashes then failed)
+        with pytest.raises(InvalidDraftError):
+            store.append(poisoned)
+        kept = dataclasses.replace(draft, input_hashes={**draft.input_hashes, "x": "\\u0000"})
+        assert store.append(kept).status == "created"
+    rows = _as_reader(url, "SELECT input_hashes FROM ledger.submissions")
+    assert [row[0]["x"] for row in rows] == ["\\u0000"]
+    upgrade(url)
+    assert [row[0]["x"] for row in _as_reader(url, "SELECT input_hashes FROM ledger.submissions")] == [
+        "\\u0000"
+    ]

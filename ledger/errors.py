@@ -120,6 +120,13 @@ class UnstorableRecordError(LedgerError):
     code = "record_not_storable"
 
 
+class ClientEncodingError(LedgerError):
+    """The connection would store text in another encoding than UTF-8 (a ``SQL_ASCII`` database
+    keeps the client's bytes as sent): nothing is appended. A configuration error, not retried."""
+
+    code = "client_encoding_unsafe"
+
+
 class SchemaNotReadyError(LedgerError):
     """The ledger tables are missing: run ``ledger migrate`` (Alembic ``upgrade head``)."""
 

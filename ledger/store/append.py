@@ -12,6 +12,7 @@ a gapless prefix ``1..max(global_seq)``: a reader paging by ``global_seq`` never
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -19,7 +20,7 @@ from typing import Any, NamedTuple
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
-from ledger.errors import InvalidDraftError, StaleOffsetError
+from ledger.errors import ClientEncodingError, InvalidDraftError, StaleOffsetError
 from ledger.store import copy_binary, copy_text
 from ledger.store.hashing import (
     CanonicalText,
@@ -52,6 +53,7 @@ from ledger.translog.tree import extend_tree
 NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
 # ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # the escape of U+0000, not an escaped backslash + "u0000"
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
 _new_prepared = tuple.__new__  # PreparedEntry from a 6-tuple without the named tuple's Python __new__
 
@@ -102,6 +104,15 @@ def _canonical(value: Any, where: str) -> str:
         return canonical_text(value)
     except CanonicalizationError as exc:
         raise InvalidDraftError(exc.reason, field_path=f"{where}{exc.path[1:]}") from exc
+
+
+def _jsonb_text(text: str, where: str) -> str:
+    """``text`` unless it escapes U+0000, which PostgreSQL's ``jsonb`` cannot hold: refused. The view
+    ``ledger.submissions`` parses ``input_hashes_canonical`` on read (revision 0012), and the stored
+    generated column refused such a text before; stored, it would fail every read of the column."""
+    if "\\u0000" in text and _JSON_NUL.search(text):
+        raise InvalidDraftError("PostgreSQL JSON cannot hold U+0000", field_path=where)
+    return text
 
 
 def _entry_canonical(entry: EntryDraft, index: int) -> str:
@@ -167,9 +178,10 @@ def prepare(draft: SubmissionDraft) -> PreparedSubmission:
         draft=draft,
         submission_id=submission_id,
         header=header,
-        input_hashes_canonical=inputs_text
-        if inputs_text is not None
-        else _canonical(draft.input_hashes, "input_hashes"),
+        input_hashes_canonical=_jsonb_text(
+            inputs_text if inputs_text is not None else _canonical(draft.input_hashes, "input_hashes"),
+            "input_hashes",
+        ),
         entries=entries,
         step_rows=tuple(step_rows),
         copy_template=copy_binary.entries_template(
@@ -397,7 +409,17 @@ def begin_append(cur: Cursor[Any], *, role: str | None, lock_timeout: str, idle_
     The statements go as one simple query (no bound parameters: the values are quoted literals),
     run in order inside the open transaction; the first that fails stops the rest. Never prepared
     (``prepare=False``): a multi-statement string cannot be, and an engine made with psycopg's
-    ``prepare_threshold=0`` would otherwise try on first use."""
+    ``prepare_threshold=0`` would otherwise try on first use.
+
+    Refused first (:class:`~ledger.errors.ClientEncodingError`): a ``SQL_ASCII`` database with a
+    client encoding other than UTF8 or SQL_ASCII, where the server stores the client's bytes
+    unconverted (LATIN1 bytes, not the UTF-8 the hashes were computed over)."""
+    info = cur.connection.info
+    if info.encoding not in ("utf-8", "ascii") and info.parameter_status("server_encoding") == "SQL_ASCII":
+        raise ClientEncodingError(
+            "a SQL_ASCII database stores the client's bytes unconverted: connect with client_encoding "
+            f"UTF8 to append, not {info.encoding}"
+        )
     statements: list[sql.Composable] = [
         sql.SQL(
             "SELECT set_config('lock_timeout', {}, true), set_config('idle_in_transaction_session_timeout', {}, true)"

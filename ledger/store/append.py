@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from psycopg import Cursor, sql
 
 from engine.canonical import CanonicalizationError, dumps_canonical
-from ledger.errors import ClientEncodingError, InvalidDraftError, StaleOffsetError
+from ledger.errors import ClientEncodingError, InvalidDraftError, LedgerDamagedError, StaleOffsetError
 from ledger.store import copy_binary, copy_text
 from ledger.store.hashing import (
     CanonicalText,
@@ -54,6 +54,7 @@ NOTIFY_CHANNEL = "ledger_entries"
 # The append lock: table-level UPDATE on the (always empty) table is needed to take it, which only
 # ledger_writer and the owner hold. A reader login can hold any advisory lock key, so those are not used.
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # the escape of U+0000, not an escaped backslash + "u0000"
+_BIGINT_MAX = 2**63 - 1  # ledger_store.entries.global_seq is a bigint
 APPEND_LOCK_SQL = "LOCK TABLE ledger_store.append_lock IN EXCLUSIVE MODE"
 _new_prepared = tuple.__new__  # PreparedEntry from a 6-tuple without the named tuple's Python __new__
 
@@ -107,9 +108,11 @@ def _canonical(value: Any, where: str) -> str:
 
 
 def _jsonb_text(text: str, where: str) -> str:
-    """``text`` unless it escapes U+0000, which PostgreSQL's ``jsonb`` cannot hold: refused. The view
-    ``ledger.submissions`` parses ``input_hashes_canonical`` on read (revision 0012), and the stored
-    generated column refused such a text before; stored, it would fail every read of the column."""
+    """``text`` unless it escapes U+0000, which PostgreSQL's ``jsonb`` cannot hold: refused. The views
+    parse the stored texts on read (``ledger.entries.payload`` since revision 0009,
+    ``ledger.submissions.input_hashes`` since 0012): stored, such a text would fail every reader's
+    query that reaches its row. The consumer's decoder refuses U+0000 already; this also covers
+    drafts made elsewhere (follow-up entries, the store's API)."""
     if "\\u0000" in text and _JSON_NUL.search(text):
         raise InvalidDraftError("PostgreSQL JSON cannot hold U+0000", field_path=where)
     return text
@@ -127,7 +130,7 @@ def _entry_canonical(entry: EntryDraft, index: int) -> str:
     """
     text = entry.canonical
     if type(text) is CanonicalText and text.made_from(entry.payload):
-        return text.plain()
+        return _jsonb_text(text.plain(), f"entries[{index}].payload")
     computed = trace_step_text(entry.payload) if entry.kind == "trace.step" else None
     if computed is None:
         computed = _canonical(entry.payload, f"entries[{index}].payload")
@@ -135,7 +138,7 @@ def _entry_canonical(entry: EntryDraft, index: int) -> str:
         raise InvalidDraftError(
             "precomputed canonical text differs from the payload's", field_path=f"entries[{index}].payload"
         )
-    return computed
+    return _jsonb_text(computed, f"entries[{index}].payload")
 
 
 def prepare(draft: SubmissionDraft) -> PreparedSubmission:
@@ -348,6 +351,10 @@ def _copy_new(cur: Cursor[Any], new: list[tuple[PreparedSubmission, int]]) -> No
     # prepare made the binary rows; one write puts the positions in front. A binary text value is
     # read in the client encoding: for one other than UTF8 or SQL_ASCII, the text format instead
     # (psycopg encodes the text itself).
+    if new and new[-1][1] + len(new[-1][0].entries) - 1 > _BIGINT_MAX:  # only a tampered max(global_seq)
+        raise LedgerDamagedError(
+            f"global_seq would pass {_BIGINT_MAX}: max(global_seq) was set outside the append path"
+        )
     data: bytes | str
     if cur.connection.info.encoding in ("utf-8", "ascii"):
         data = copy_binary.entries_copy_data([(first, o.copy_template, len(o.entries)) for o, first in new])

@@ -116,7 +116,9 @@ def _batches(targets: list[int]) -> list[list[SubmissionDraft]]:
 
 
 @pytest.mark.parametrize(
-    "targets", [[255, 256, 257, 511, 512, 513], [254, 257, 512], [256, 510, 513]], ids=["by1", "across", "whole"]
+    "targets",
+    [[255, 256, 257, 511, 512, 513], [254, 257, 512], [256, 510, 513]],
+    ids=["by1", "across", "whole"],
 )
 def test_tile_edges_empty_and_all_existing_batches_keep_the_tree_a_rebuild(
     ledger_store: LedgerStore, migrated_database_url: str, tmp_path: Path, targets: list[int]
@@ -161,7 +163,12 @@ def test_a_rollback_after_the_tree_was_extended_then_a_retry(
         raise RuntimeError("after the entries and the tree, before the offsets")
 
     monkeypatch.setattr(append_module, "_advance_offsets", boom)
-    batch = [audited("r5", steps=3), audited("n1", steps=2), audited("n2", steps=250), audited("r3", variant=1)]
+    batch = [
+        audited("r5", steps=3),
+        audited("n1", steps=2),
+        audited("n2", steps=250),
+        audited("r3", variant=1),
+    ]
     with pytest.raises(RuntimeError):
         ledger_store.append_batch(batch)
     assert _tiles(url) == before

@@ -66,7 +66,9 @@ def test_a_hostile_header_value_is_refused_before_the_lock(
 def test_an_odd_but_storable_header_value_verifies(
     ledger_store: LedgerStore, migrated_database_url: str, change: dict[str, Any]
 ) -> None:
-    results = ledger_store.append_batch([rejected("good", b"good"), replace(rejected("bad", b"bad"), **change)])
+    results = ledger_store.append_batch(
+        [rejected("good", b"good"), replace(rejected("bad", b"bad"), **change)]
+    )
     assert [r.status for r in results] == ["created", "created"]
     code, report = ledger_json(migrated_database_url, "verify")
     assert code == 0, report

@@ -11,6 +11,7 @@ duplicate; the same offsets again are stale, nothing written).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from engine.merkle.rfc6962 import root_from_leaf_hashes
 from ledger.connect import create_ledger_engine, libpq_url
 from ledger.errors import StaleOffsetError
 from ledger.store.ledger_store import LedgerStore
-from ledger.store.records import OffsetAdvance, SubmissionDraft
+from ledger.store.records import DeadLetterCoordinates, OffsetAdvance, SubmissionDraft
 from ledger.translog.checkpoints import create_checkpoint
 from ledger.translog.keys import generate_key_files, load_private_key
 from ledger.translog.leaves import entry_leaf_hash
@@ -248,3 +249,25 @@ def test_extend_tree_across_a_level_two_edge(engine: Engine, first: int) -> None
         assert rows == [(2, 0, 1, root_from_leaf_hashes(leaves[:65_536]))]
         for probe in (65_535, 65_536, 65_537, 65_536 + 256, size):
             assert root_at(connection, probe) == root_from_leaf_hashes(leaves[:probe])
+
+
+def test_a_created_rejections_dead_letter_is_recorded_when_a_later_draft_of_the_batch_conflicts(
+    ledger_store: LedgerStore, migrated_database_url: str
+) -> None:
+    """``record_dead_letters`` looked each draft's outcome up by key, the last outcome of a key
+    winning: a created rejection followed in its batch by a conflicting draft of the same key lost
+    its dead-letter coordinates. Each draft goes with its own outcome."""
+    first = rejected("r", b"first")
+    second = rejected("r", b"second")
+
+    def lettered(draft: SubmissionDraft, offset: int) -> SubmissionDraft:
+        assert draft.operational is not None
+        letter = DeadLetterCoordinates("evidence-bundles.dlq", 0, offset)
+        return replace(draft, operational=replace(draft.operational, dead_letter=letter))
+
+    results = ledger_store.append_batch([lettered(first, 7), lettered(second, 8)])
+    assert [r.status for r in results] == ["created", "conflict"]
+    assert query(
+        migrated_database_url,
+        "SELECT submission_id, dlq_topic, dlq_partition, dlq_offset FROM ledger_store.dead_letters",
+    ) == [(results[0].submission_id, "evidence-bundles.dlq", 0, 7)]

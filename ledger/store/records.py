@@ -91,6 +91,21 @@ class OperationalInfo:
     dead_letter: DeadLetterCoordinates | None = None
 
 
+def _same_step(payload: dict[str, Any], step: StepDraft) -> bool:
+    """Whether a ``trace.step`` payload carries its step row's ``step_index`` (the same ``int``: not
+    ``True`` for 1 nor ``1.0``, which would be committed as such) and ``step_hash`` (compared as
+    plain strings, whatever a subclass's ``__eq__`` says)."""
+    index, digest = payload.get("step_index"), payload.get("step_hash")
+    return (
+        type(index) is int
+        and type(step.step_index) is int
+        and index == step.step_index
+        and isinstance(digest, str)
+        and isinstance(step.step_hash, str)
+        and str.__eq__(digest, step.step_hash) is True
+    )
+
+
 def _holds_nul(value: Any) -> bool:
     """Whether a U+0000 is in a string (or a key) anywhere inside ``value`` (dicts, lists, tuples)."""
     if isinstance(value, str):
@@ -158,10 +173,7 @@ class SubmissionDraft:
         if len(set(indexes)) != len(indexes):
             raise InvalidDraftError("step_index values must be unique", field_path="steps")
         for position, (entry, step) in enumerate(zip(step_entries, self.steps, strict=True)):
-            if (
-                entry.payload.get("step_hash") != step.step_hash
-                or entry.payload.get("step_index") != step.step_index
-            ):
+            if not _same_step(entry.payload, step):
                 raise InvalidDraftError(
                     "trace.step payload must carry the step_index and step_hash of its step row",
                     field_path=f"steps[{position}]",

@@ -16,9 +16,10 @@ import pytest
 
 from ledger.errors import InvalidDraftError
 from ledger.store.ledger_store import LedgerStore
+from ledger.store.records import EntryDraft
 from tests.helpers.database import query
 from tests.helpers.ledger_factories import rejected
-from tests.helpers.replay import ledger_json
+from tests.helpers.replay import corpus_drafts, ledger_json
 
 pytestmark = pytest.mark.integration
 
@@ -72,3 +73,30 @@ def test_an_odd_but_storable_header_value_verifies(
     assert [r.status for r in results] == ["created", "created"]
     code, report = ledger_json(migrated_database_url, "verify")
     assert code == 0, report
+
+
+class _Any(str):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"step_index": False}, {"step_index": 0.0}, {"step_hash": _Any("0x" + "0" * 64)}],
+    ids=repr,
+)
+def test_a_step_payload_that_only_compares_equal_to_its_row_is_refused(
+    ledger_store: LedgerStore, migrated_database_url: str, change: dict[str, Any]
+) -> None:
+    """A trace.step payload whose step_index was False (or 0.0) for the row's 0 was stored, and verify
+    passed on it, though the committed payload disagreed with the step column."""
+    draft = corpus_drafts(1, limit=1)[0]
+    position = next(i for i, entry in enumerate(draft.entries) if entry.kind == "trace.step")
+    assert draft.steps[0].step_index == 0
+    entries = list(draft.entries)
+    entries[position] = EntryDraft("trace.step", {**entries[position].payload, **change})
+    with pytest.raises(InvalidDraftError, match="step_index and step_hash"):
+        ledger_store.append_batch([replace(draft, entries=entries)])
+    assert query(migrated_database_url, "SELECT count(*) FROM ledger_store.entries") == [(0,)]

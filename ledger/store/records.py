@@ -91,6 +91,49 @@ class OperationalInfo:
     dead_letter: DeadLetterCoordinates | None = None
 
 
+def _same_step(payload: dict[str, Any], step: StepDraft) -> bool:
+    """Whether a ``trace.step`` payload carries its step row's ``step_index`` (the same ``int``: not
+    ``True`` for 1 nor ``1.0``, which would be committed as such) and ``step_hash`` (compared as
+    plain strings, whatever a subclass's ``__eq__`` says)."""
+    index, digest = payload.get("step_index"), payload.get("step_hash")
+    return (
+        type(index) is int
+        and type(step.step_index) is int
+        and index == step.step_index
+        and isinstance(digest, str)
+        and isinstance(step.step_hash, str)
+        and str.__eq__(digest, step.step_hash) is True
+    )
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a U+0000 is in a string (or a key) anywhere inside ``value`` (dicts, lists, tuples)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _check_header_texts(draft: SubmissionDraft) -> None:
+    """Refuse header values the submission row cannot hold as hashed: ``market_id`` and ``bundle_id``
+    a string or None, ``engine_version`` a string (a number would be hashed as a JSON number but
+    stored as text, so verify could not recompute the hashes), none of them nor
+    ``idempotency_key`` nor ``input_hashes`` (stored as jsonb) holding U+0000 (PostgreSQL refuses
+    it: one draft would fail its whole batch inside the lock instead of being refused here)."""
+    for name in ("market_id", "bundle_id"):
+        value = getattr(draft, name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidDraftError(f"{name} must be a string or None", field_path=name)
+    if not isinstance(draft.engine_version, str):
+        raise InvalidDraftError("engine_version must be a string", field_path="engine_version")
+    for name in ("idempotency_key", "market_id", "bundle_id", "engine_version", "input_hashes"):
+        if _holds_nul(getattr(draft, name)):
+            raise InvalidDraftError("PostgreSQL text cannot hold U+0000", field_path=name)
+
+
 @dataclass(frozen=True)
 class SubmissionDraft:
     """An audited (or rejected) submission with all its entries and trace steps.
@@ -118,6 +161,7 @@ class SubmissionDraft:
             raise InvalidDraftError(f"status must be one of {SUBMISSION_STATUSES}", field_path="status")
         if not self.engine_version:
             raise InvalidDraftError("engine_version is required", field_path="engine_version")
+        _check_header_texts(self)
         if not self.entries:
             raise InvalidDraftError("a submission needs at least one entry", field_path="entries")
         step_entries = [entry for entry in self.entries if entry.kind == "trace.step"]
@@ -129,10 +173,7 @@ class SubmissionDraft:
         if len(set(indexes)) != len(indexes):
             raise InvalidDraftError("step_index values must be unique", field_path="steps")
         for position, (entry, step) in enumerate(zip(step_entries, self.steps, strict=True)):
-            if (
-                entry.payload.get("step_hash") != step.step_hash
-                or entry.payload.get("step_index") != step.step_index
-            ):
+            if not _same_step(entry.payload, step):
                 raise InvalidDraftError(
                     "trace.step payload must carry the step_index and step_hash of its step row",
                     field_path=f"steps[{position}]",

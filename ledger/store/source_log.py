@@ -168,14 +168,14 @@ def record_dead_letters(
 ) -> None:
     """Store where each committed rejection's dead-letter copy landed (the first copy recorded wins).
 
-    ``results``: the batch's results, or its outcomes as the append decided them under the lock."""
-    by_key = {result.idempotency_key: result for result in results}
+    ``results``: the batch's results, or its outcomes as the append decided them under the lock,
+    one per draft in order (each draft goes with its own: a key repeated in the batch may be
+    ``created`` for one draft and ``conflict`` for another)."""
     rows = [
         (result.submission_id, letter.topic, letter.partition, letter.offset)
-        for draft in drafts
+        for draft, result in zip(drafts, results, strict=True)
         if draft.operational is not None
         and (letter := draft.operational.dead_letter) is not None
-        and (result := by_key.get(draft.idempotency_key)) is not None
         and result.status in ("created", "existing")
     ]
     if rows:

@@ -23,7 +23,7 @@ import pytest
 from consumers.consumer import ConsumerConfig, LedgerConsumer
 from consumers.metrics import ConsumerMetrics
 from engine.envelope import DecodedEnvelope, wrap_inputs
-from ledger.errors import LedgerDataError, LedgerError, UnstorableRecordError
+from ledger.errors import InvalidDraftError, LedgerDataError, LedgerError, UnstorableRecordError
 from ledger.store.drafts import audit_envelope
 from ledger.store.ledger_store import LedgerStore
 from ledger.store.records import AppendResult, OffsetAdvance, OperationalInfo, SubmissionDraft
@@ -63,15 +63,23 @@ def incompressible(length: int) -> str:
 
 
 @pytest.mark.parametrize(
-    "market_id", [incompressible(3000), incompressible(500_000), "mk_\x00_x"], ids=["3000", "500k", "nul"]
+    ("market_id", "code"),
+    [
+        (incompressible(3000), "data_refused"),
+        (incompressible(500_000), "data_refused"),
+        ("mk_\x00_x", "invalid_draft"),
+    ],
+    ids=["3000", "500k", "nul"],
 )
 def test_a_value_the_database_refuses_is_a_data_error_not_unavailability(
-    ledger_store: LedgerStore, market_id: str
+    ledger_store: LedgerStore, market_id: str, code: str
 ) -> None:
-    """The btree error (SQLSTATE 54000) used to be classed "database unavailable" and retried forever."""
-    with pytest.raises(LedgerDataError) as info:
+    """The btree error (SQLSTATE 54000) used to be classed "database unavailable" and retried forever.
+
+    A U+0000 in a header value is refused by the draft itself now, before any transaction."""
+    with pytest.raises((LedgerDataError, InvalidDraftError)) as info:
         ledger_store.append(audited("k-1", market_id=market_id))
-    assert info.value.code == "data_refused" and not info.value.retryable
+    assert info.value.code == code and not info.value.retryable
     assert ledger_store.append(audited("k-2")).status == "created"  # the store is fine afterwards
 
 

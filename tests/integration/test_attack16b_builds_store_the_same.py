@@ -1,6 +1,7 @@
 """The compiled and the pure build (``LEDGER_ENGINE=pure``) store the same bytes: the same corpus
-plus payloads with hostile but storable values (NUL and control characters inside strings, U+2028,
-float-looking strings, big ints, str subclasses, deep nesting), appended in the same batches by one
+plus payloads with hostile but storable values (control characters inside strings, U+2028,
+float-looking strings, big ints, str subclasses, deep nesting; U+0000 is refused by both, see
+tests/unit/test_payload_nul_refused.py), appended in the same batches by one
 process of each build, give identical entries, steps, submissions (hashed columns) and tiles."""
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ deep = {"v": 1}
 for _ in range(60):
     deep = {"d": [deep]}
 odd = [
-    {"s": "a\\x00b\\x01\\x1f\\x7f\\\\N\\t\\n\\r\\\\", "u": "\\u2028\\u2029\\ufeff\\U0001f600", "f": "1e400", "z": "-0"},
+    {"s": "a\\x01b\\x01\\x1f\\x7f\\\\N\\t\\n\\r\\\\", "u": "\\u2028\\u2029\\ufeff\\U0001f600", "f": "1e400", "z": "-0"},
     {"big": 10**300, "neg": -(2**64), "float": 1.5, "t": True, "n": None, Text("k"): Text("v%d%%s")},
     deep,
 ]

@@ -125,12 +125,13 @@ def test_an_input_hash_jsonb_cannot_hold_is_refused_before_and_after(
     url = migrated_database_url
     downgrade(url, revision)
     draft = corpus_drafts(limit=1)[0]
-    poisoned = dataclasses.replace(draft, input_hashes={**draft.input_hashes, "x": "a\x00b"})
     with LedgerStore(url, role="ledger_writer") as store:
-        # refused by prepare (before this fix, 0011's generated column refused it in the server as
-        # LedgerDataError, and 0012 stored it: every read of the view's input_hashes then failed)
-        with pytest.raises(InvalidDraftError):
-            store.append(poisoned)
+        # refused when the draft is made (SubmissionDraft checks its header values) and by prepare
+        # (before these fixes, 0011's generated column refused it in the server as LedgerDataError,
+        # and 0012 stored it: every read of the view's input_hashes then failed)
+        with pytest.raises(InvalidDraftError) as caught:
+            store.append(dataclasses.replace(draft, input_hashes={**draft.input_hashes, "x": "a\x00b"}))
+        assert caught.value.field_path == "input_hashes"
         kept = dataclasses.replace(draft, input_hashes={**draft.input_hashes, "x": "\\u0000"})
         assert store.append(kept).status == "created"
     rows = _as_reader(url, "SELECT input_hashes FROM ledger.submissions")
